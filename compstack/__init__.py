@@ -1,0 +1,11 @@
+"""compstack: one model, every ML compiler stack, compared on the same graph.
+
+``import compstack`` loads no compiler stack (no torch, jax, tvm, iree, onnxruntime);
+stacks load when a target is used.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

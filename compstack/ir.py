@@ -1,0 +1,458 @@
+"""The common IR: ONNX semantics held in memory as an :class:`onnx_ir.Model`.
+
+This module loads and saves models (external data included), canonicalises them
+(opset upgrade, shape inference, unique names), and gives the views the rest of
+compstack needs: a stable text form for humans and diffs, a content fingerprint (the
+artifact-cache key), a :mod:`networkx` view and op statistics (see
+:mod:`compstack.passes.opstats`).
+
+Everything here is pure ONNX/onnx_ir; no compiler stack is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from google.protobuf.message import DecodeError
+
+from compstack.errors import UserError
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+__all__ = [
+    "DEFAULT_OPSET",
+    "STANDARD_DOMAINS",
+    "ModelInput",
+    "load",
+    "load_proto",
+    "from_proto",
+    "save",
+    "to_proto",
+    "canonicalize",
+    "fingerprint",
+    "to_text",
+    "to_networkx",
+    "graph_inputs",
+]
+
+#: Default ai.onnx opset of the common IR. Models with an older opset are upgraded to
+#: it with :func:`onnx.version_converter.convert_version`; newer ones are kept.
+DEFAULT_OPSET = 20
+
+#: Domains whose operators every stack is expected to know. Any other domain must be
+#: declared by a model-local function or a registered custom op.
+STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft"})
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """One graph input of the common IR.
+
+    Attributes:
+        name: the ONNX value name.
+        dtype: its numpy dtype (``np.float32``, ``np.int64``, ``ml_dtypes.bfloat16``...).
+        shape: the dims; an ``int`` for a static dim, a ``str`` (symbolic name) or
+            ``None`` for a dynamic one.
+    """
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int | str | None, ...]
+
+    @property
+    def is_static(self) -> bool:
+        """True when every dim is a known integer."""
+        return all(isinstance(d, int) for d in self.shape)
+
+
+def _check_external_data(proto: onnx.ModelProto, base_dir: Path, source: str) -> None:
+    """Refuse external-data locations that leave ``base_dir`` (path traversal).
+
+    Raises:
+        UserError: naming the tensor and its location.
+    """
+    base = base_dir.resolve()
+    for tensor in onnx.external_data_helper._get_all_tensors(proto):  # noqa: SLF001
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        target = (base / location).resolve()
+        if os.path.isabs(location) or base not in target.parents:
+            raise UserError(
+                f"{source}: external data of tensor '{tensor.name}' points outside the "
+                f"model's folder ({location!r}); refusing to read it"
+            )
+        if not target.is_file():
+            raise UserError(
+                f"{source}: external data file {location!r} of tensor '{tensor.name}' is missing"
+            )
+
+
+def load_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """Read an ONNX file (and its external data) into a checked ``ModelProto``.
+
+    Args:
+        path: the ``.onnx`` file. External data is read from the same folder.
+
+    Raises:
+        UserError: missing file, not an ONNX protobuf, truncated file, external data
+            outside the model's folder, a model the ONNX checker rejects, or an
+            operator from an unknown domain. Each message names the file (and node).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{p}: no such file")
+    if p.is_dir():
+        raise UserError(f"{p}: is a folder, not an ONNX file")
+    data = p.read_bytes()
+    if not data:
+        raise UserError(f"{p}: empty file, not an ONNX model")
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except DecodeError as exc:
+        hint = "truncated or corrupt" if data[:1] == b"\x08" else "not an ONNX file"
+        raise UserError(f"{p}: cannot parse as ONNX protobuf ({hint}: {exc})") from None
+    if not proto.HasField("graph") or not proto.opset_import:
+        raise UserError(f"{p}: not an ONNX model (no graph or no opset_import)")
+    _check_external_data(proto, p.parent, str(p))
+    try:
+        onnx.load_external_data_for_model(proto, str(p.parent))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{p}: cannot read external data: {exc}") from None
+    check(proto, str(p))
+    return proto
+
+
+def check(proto: onnx.ModelProto, source: str) -> None:
+    """Run the ONNX checker and the domain check on ``proto``.
+
+    Raises:
+        UserError: ``"<source>: ONNX checker: ..."`` or
+            ``"<source>: node 'n' uses unknown op domain 'd' (Op)"``.
+    """
+    known = set(STANDARD_DOMAINS) | {f.domain for f in proto.functions}
+    known |= _registered_custom_domains()
+    for node in proto.graph.node:
+        if node.domain not in known:
+            raise UserError(
+                f"{source}: node '{node.name or node.op_type}' uses unknown op domain "
+                f"'{node.domain}' ({node.op_type}); register it with compstack.ops or "
+                "use a standard ONNX op"
+            )
+    try:
+        # Without full_check: shape inference runs later, in canonicalize().
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise UserError(f"{source}: ONNX checker: {first}") from None
+    except ValueError as exc:  # e.g. a model > 2 GB handed as a proto
+        raise UserError(f"{source}: ONNX checker: {exc}") from None
+
+
+def _registered_custom_domains() -> set[str]:
+    """Domains of custom ops registered with compstack (none until ``compstack.ops``)."""
+    return set()
+
+
+def from_proto(proto: onnx.ModelProto, source: str = "<model>", opset: int = DEFAULT_OPSET) -> ir.Model:
+    """Canonicalise a ``ModelProto`` and convert it to the common IR.
+
+    Raises:
+        UserError: when the opset conversion or shape inference rejects the model.
+    """
+    return canonicalize(proto, source=source, opset=opset)
+
+
+def load(path: str | os.PathLike[str], opset: int = DEFAULT_OPSET) -> ir.Model:
+    """Load an ONNX file into the canonical common IR (see :func:`canonicalize`).
+
+    Raises:
+        UserError: see :func:`load_proto` and :func:`canonicalize`.
+    """
+    return canonicalize(load_proto(path), source=str(path), opset=opset)
+
+
+def _ai_onnx_opset(proto: onnx.ModelProto) -> int:
+    return max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
+
+
+def canonicalize(proto: onnx.ModelProto, source: str = "<model>", opset: int = DEFAULT_OPSET) -> ir.Model:
+    """Bring a model to the common IR's canonical form.
+
+    Steps: upgrade the ai.onnx opset to ``opset`` when older (ONNX version converter;
+    newer opsets are kept), run ONNX shape inference (``data_prop=True``), and give
+    every node a unique, non-empty name (``onnx_ir.passes.common.NameFixPass``).
+
+    Args:
+        proto: the model; not modified.
+        source: file name or model name used in error messages.
+        opset: minimum ai.onnx opset.
+
+    Returns:
+        The canonical :class:`onnx_ir.Model`.
+
+    Raises:
+        UserError: the version converter or shape inference rejects the model.
+    """
+    if _ai_onnx_opset(proto) < opset:
+        try:
+            proto = onnx.version_converter.convert_version(proto, opset)
+        except Exception as exc:  # the converter raises bare RuntimeError/ValueError
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UserError(
+                f"{source}: cannot upgrade opset {_ai_onnx_opset(proto)} -> {opset}: {first}"
+            ) from None
+    try:
+        if proto.ByteSize() < 2**31 - 1:
+            proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+    except onnx.shape_inference.InferenceError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise UserError(f"{source}: shape inference failed: {first}") from None
+    model = ir.serde.deserialize_model(proto)
+    _fix_node_names(model)
+    return model
+
+
+def _fix_node_names(model: ir.Model) -> None:
+    """Give every node of the main graph a unique non-empty name, keeping existing ones."""
+    seen: set[str] = set()
+    for i, node in enumerate(ir.traversal.RecursiveGraphIterator(model.graph)):
+        name = node.name or f"{node.op_type}_{i}"
+        base, k = name, 1
+        while name in seen:
+            name = f"{base}_{k}"
+            k += 1
+        node.name = name
+        seen.add(name)
+
+
+def to_proto(model: ir.Model) -> onnx.ModelProto:
+    """Serialise the common IR to a ``ModelProto`` (initializers inline)."""
+    return ir.serde.serialize_model(model)
+
+
+def save(model: ir.Model, path: str | os.PathLike[str], external_data: bool | None = None) -> Path:
+    """Write the model to ``path``.
+
+    Args:
+        external_data: store initializers in ``<name>.data`` beside the file. Default:
+            only when the model is larger than 1.5 GiB (protobuf's 2 GiB limit).
+
+    Raises:
+        UserError: the folder cannot be written.
+    """
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if external_data is None:
+            external_data = _initializer_bytes(model) > 1.5 * 2**30
+        if external_data:
+            ir.save(model, p, external_data=p.name + ".data")
+        else:
+            p.write_bytes(to_proto(model).SerializeToString())
+    except OSError as exc:
+        raise UserError(f"{p}: cannot write: {exc.strerror or exc}") from None
+    return p
+
+
+def _initializer_bytes(model: ir.Model) -> int:
+    return sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
+
+
+def fingerprint(model: ir.Model) -> str:
+    """Content fingerprint of a model: 16 hex digits of SHA-256.
+
+    Computed over the deterministic protobuf serialisation of the graph, the opset
+    imports and the model-local functions, with producer name/version and doc strings
+    of the model left out, so re-exporting the same graph gives the same key.
+    """
+    proto = to_proto(model)
+    h = hashlib.sha256()
+    for op in sorted((o.domain, o.version) for o in proto.opset_import):
+        h.update(f"{op[0]}:{op[1]};".encode())
+    h.update(proto.graph.SerializeToString(deterministic=True))
+    for f in proto.functions:
+        h.update(f.SerializeToString(deterministic=True))
+    return h.hexdigest()[:16]
+
+
+def _dtype_of(value: ir.Value) -> np.dtype:
+    if value.dtype is None:
+        raise UserError(f"graph input '{value.name}' has no element type")
+    return value.dtype.numpy()
+
+
+def graph_inputs(model: ir.Model) -> list[ModelInput]:
+    """The model's real inputs (graph inputs that are not initializers), in order."""
+    out = []
+    for v in model.graph.inputs:
+        if v.is_initializer():
+            continue
+        dims: tuple[int | str | None, ...] = ()
+        if v.shape is not None:
+            dims = tuple(d if isinstance(d, int) else (d.value if d.value else None) for d in v.shape)
+        out.append(ModelInput(v.name or "", _dtype_of(v), dims))
+    return out
+
+
+def _fmt_attr(attr: ir.Attr) -> str:
+    if attr.type == ir.AttributeType.TENSOR:
+        t = attr.value
+        arr = t.numpy()
+        return f"tensor<{t.dtype.name}{list(arr.shape)}:{_short_hash(arr)}>"
+    if attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
+        return "<graph>"
+    v = attr.value
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(repr(x) if isinstance(x, float) else str(x) for x in v) + "]"
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+def _short_hash(arr: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()[:8]
+
+
+def _fmt_type(v: ir.Value) -> str:
+    dtype = v.dtype.name if v.dtype is not None else "?"
+    shape = "?" if v.shape is None else "[" + ",".join(str(d) for d in v.shape) + "]"
+    return f"{dtype}{shape}"
+
+
+def to_text(model: ir.Model, provenance: bool = False) -> str:
+    """A stable, diff-friendly text form of the main graph.
+
+    One line per input, initializer (dtype, shape and an 8-hex-digit content hash, never
+    the values) and node (``%out = domain::Op<attrs>(%in)  # node_name``). The same
+    model always prints the same bytes.
+
+    Args:
+        provenance: also print each node's source (``pkg.torch.onnx.stack_trace`` last
+            frame and ``namespace``) when the frontend recorded it.
+    """
+    g = model.graph
+    ops = ", ".join(f"{d or 'ai.onnx'}:{v}" for d, v in sorted(model.opset_imports.items()))
+    lines = [f"model {g.name or 'main'} (opsets {ops})"]
+    for v in g.inputs:
+        if not v.is_initializer():
+            lines.append(f"  input  %{v.name}: {_fmt_type(v)}")
+    for name in sorted(g.initializers):
+        t = g.initializers[name].const_value
+        if t is None:
+            continue
+        lines.append(f"  init   %{name}: {t.dtype.name}{list(t.shape)} #{_short_hash(t.numpy())}")
+    for node in g:
+        outs = ", ".join(f"%{o.name}" for o in node.outputs)
+        ins = ", ".join("%" + i.name if i is not None else "_" for i in node.inputs)
+        attrs = ", ".join(f"{k}={_fmt_attr(a)}" for k, a in sorted(node.attributes.items()))
+        op = f"{node.domain}::{node.op_type}" if node.domain else node.op_type
+        line = f"  {outs} = {op}{'<' + attrs + '>' if attrs else ''}({ins})  # {node.name}"
+        if provenance:
+            src = source_of(node)
+            if src:
+                line += f"  @ {src}"
+        lines.append(line)
+    for v in g.outputs:
+        lines.append(f"  output %{v.name}: {_fmt_type(v)}")
+    return "\n".join(lines) + "\n"
+
+
+def source_of(node: ir.Node) -> str:
+    """The user-code location a frontend recorded for ``node``, or ``""``.
+
+    Reads the PyTorch exporter's ``pkg.torch.onnx.stack_trace`` (last frame, as
+    ``file:line``) and ``namespace`` (module path), or compstack's own
+    ``compstack.source``.
+    """
+    props = node.metadata_props
+    if "compstack.source" in props:
+        return props["compstack.source"]
+    parts = []
+    trace = props.get("pkg.torch.onnx.stack_trace", "")
+    frames = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith("File ")]
+    if frames:
+        # 'File "/path/model.py", line 12, in forward'
+        last = frames[-1]
+        try:
+            fname = last.split('"')[1]
+            line = last.split("line ")[1].split(",")[0]
+            parts.append(f"{fname}:{line}")
+        except IndexError:
+            parts.append(last)
+    ns = props.get("namespace", "")
+    if ns:
+        parts.append(ns.split("/")[-1] if len(ns) > 80 else ns)
+    return " ".join(parts)
+
+
+def to_networkx(model: ir.Model) -> "nx.MultiDiGraph":
+    """A :mod:`networkx` view of the main graph.
+
+    Nodes are ONNX node names with attributes ``op_type``, ``domain``. Edges go from
+    producer to consumer, one per tensor, with attributes ``tensor`` (name), ``dtype``,
+    ``shape`` and ``bytes`` (``None`` when the shape is not static).
+    """
+    import networkx as nx
+
+    g = nx.MultiDiGraph()
+    for node in model.graph:
+        g.add_node(node.name, op_type=node.op_type, domain=node.domain)
+    for node in model.graph:
+        for out in node.outputs:
+            for consumer, _ in out.uses():
+                if consumer.graph is not model.graph:
+                    continue
+                g.add_edge(node.name, consumer.name, key=out.name, tensor=out.name,
+                           dtype=out.dtype.name if out.dtype else None,
+                           shape=tuple(out.shape) if out.shape is not None else None,
+                           bytes=tensor_bytes(out))
+    return g
+
+
+def tensor_bytes(value: ir.Value) -> int | None:
+    """Size in bytes of a value with a static shape, else None."""
+    if value.shape is None or value.dtype is None or not value.shape.is_static():
+        return None
+    n = int(np.prod([int(d) for d in value.shape], dtype=np.int64))
+    return n * value.dtype.itemsize
+
+
+@dataclass
+class SourceModel:
+    """A model imported into the common IR, with what the frontend knows about it.
+
+    Attributes:
+        name: display name (``zoo:bert``, a file name, ``file.py:build``).
+        model: the canonical common IR.
+        example_inputs: realistic inputs by name (token ids inside the vocabulary,
+            attention masks of ones...), or empty when the frontend has none.
+        val_ranges: per-input ``(low, high)`` used when generating random inputs.
+        origin: which frontend made it (``onnx``, ``torch``, ``zoo``).
+        native: the source program when it came from a framework (kept for native
+            paths of XLA/Inductor; not serialised).
+    """
+
+    name: str
+    model: ir.Model
+    example_inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    val_ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    origin: str = "onnx"
+    native: Any = None
+
+    @property
+    def fingerprint(self) -> str:
+        """See :func:`fingerprint`."""
+        return fingerprint(self.model)
+
+
+__all__ += ["SourceModel", "source_of", "tensor_bytes", "check"]

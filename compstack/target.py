@@ -1,0 +1,288 @@
+"""Targets and their staged objects: ``Target.lower() -> Lowered``, ``Lowered.compile() -> Compiled``.
+
+The shape follows JAX's ``jit(f).lower(...).compile()`` (``jax/_src/stages.py``): each
+stage is an object you can print (``as_text(stage)``), save and pass on. The base
+classes do the state checks, timing and input validation; a stack's module writes only
+the ``*_impl`` hooks (the pattern of Polygraphy's ``BaseRunner``).
+
+A target is one compiler stack on one device, named ``STACK-DEVICE`` (``tvm-llvm``,
+``iree-llvm-cpu``). Stacks are imported inside the hooks only, never at module import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Mapping
+
+import numpy as np
+import onnx_ir as ir
+
+from compstack.errors import UnsupportedError, UserError
+
+__all__ = ["Availability", "Target", "TargetOptions", "Lowered", "Compiled"]
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a target can be used here.
+
+    Attributes:
+        ok: True when it can lower, compile and run on this machine.
+        reason: when not ok, what is missing and what to do (``pip install ...``).
+        versions: versions of the packages/tools it uses (``{"onnxruntime": "1.32.0"}``).
+    """
+
+    ok: bool
+    reason: str = ""
+    versions: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    """Options common to every target; each target subclasses this (frozen).
+
+    The fields are the single source for the Python API, the CLI's ``--option KEY=VALUE``
+    and the report's ``flags``.
+    """
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options as plain JSON-able data."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_strings(cls, items: Mapping[str, str]) -> "TargetOptions":
+        """Parse ``{"opt_level": "3"}`` into a typed instance.
+
+        Raises:
+            UserError: unknown option name or value of the wrong type.
+        """
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, raw in items.items():
+            if key not in fields:
+                valid = ", ".join(sorted(fields)) or "none"
+                raise UserError(f"--option {key}: unknown option (valid: {valid})")
+            default = getattr(cls(), key)
+            try:
+                if isinstance(default, bool):
+                    if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                        raise ValueError(raw)
+                    kwargs[key] = raw.lower() in ("1", "true", "yes")
+                elif isinstance(default, int):
+                    kwargs[key] = int(raw)
+                elif isinstance(default, float):
+                    kwargs[key] = float(raw)
+                elif isinstance(default, tuple):
+                    kwargs[key] = tuple(s for s in raw.split(",") if s)
+                else:
+                    kwargs[key] = raw
+            except ValueError:
+                raise UserError(f"--option {key}={raw}: expected {type(default).__name__}") from None
+        return cls(**kwargs)
+
+    def key(self) -> str:
+        """A short stable hash of the options (part of the artifact-cache key)."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+
+
+class Target:
+    """One compiler stack on one device.
+
+    Subclasses set the class attributes and implement :meth:`availability`,
+    :meth:`lower_impl`, and the hooks of their :class:`Lowered` / :class:`Compiled`.
+
+    Attributes:
+        name: the target name (``tvm-llvm``).
+        stack: the stack (``tvm``).
+        device: the device kind (``cpu``, ``cuda``, ``vulkan``).
+        Options: the frozen options dataclass of this target.
+        runs_here: False for targets that compile for a device absent here.
+    """
+
+    name: ClassVar[str] = ""
+    stack: ClassVar[str] = ""
+    device: ClassVar[str] = "cpu"
+    description: ClassVar[str] = ""
+    Options: ClassVar[type[TargetOptions]] = TargetOptions
+
+    def __init__(self, options: TargetOptions | None = None) -> None:
+        self.options = options if options is not None else self.Options()
+        if not isinstance(self.options, self.Options):
+            raise TypeError(f"{self.name}: options must be {self.Options.__name__}")
+
+    # ---- what every target says -------------------------------------------------
+    @classmethod
+    def availability(cls) -> Availability:
+        """Whether this target works here, why not, and the versions it uses."""
+        raise NotImplementedError
+
+    def flags(self) -> dict[str, Any]:
+        """How the stack is invoked (compiler flags, pipeline, providers), for the report."""
+        return self.options.to_dict()
+
+    def unsupported_ops(self, model: ir.Model) -> list[str]:
+        """Every op of ``model`` this stack is known not to take, as ``domain::Op``.
+
+        The default knows none; stacks with an op table override it.
+        """
+        return []
+
+    # ---- staged pipeline ----------------------------------------------------------
+    def lower(self, model: ir.Model) -> "Lowered":
+        """Import ``model`` into the stack and lower it to the stack's IR.
+
+        Raises:
+            UnsupportedError: listing every unsupported op at once.
+            Exception: whatever the stack raises (reported as a ``lower`` failure).
+        """
+        missing = self.unsupported_ops(model)
+        if missing:
+            raise UnsupportedError(f"{self.name}: unsupported ops: {', '.join(missing)}", missing)
+        t0 = time.perf_counter()
+        lowered = self.lower_impl(model)
+        lowered.lower_s = time.perf_counter() - t0
+        return lowered
+
+    def lower_impl(self, model: ir.Model) -> "Lowered":
+        """Hook: build the :class:`Lowered` for ``model``."""
+        raise NotImplementedError
+
+    def load_compiled(self, folder: Path, model: ir.Model) -> "Compiled":
+        """Rebuild a :class:`Compiled` from the files :meth:`Compiled.save` wrote.
+
+        Raises:
+            Exception: when the artifact cannot be loaded (the cache then rebuilds it).
+        """
+        raise NotImplementedError
+
+
+class Lowered:
+    """A model in the stack's own IR, before code generation.
+
+    Stages are named and ordered (e.g. IREE ``input``, ``flow``, ``vm``); each maps to
+    its text or to a zero-argument callable producing it (computed once, on demand).
+    """
+
+    def __init__(self, target: Target, model: ir.Model, stages: Mapping[str, str | Callable[[], str]]) -> None:
+        self.target = target
+        self.model = model
+        self._stages: dict[str, str | Callable[[], str]] = dict(stages)
+        self.lower_s: float = 0.0
+
+    def stage_names(self) -> list[str]:
+        """The stage names available before compilation, in pipeline order."""
+        return list(self._stages)
+
+    def as_text(self, stage: str | None = None) -> str:
+        """The text of one stage (default: the last one).
+
+        Raises:
+            UserError: unknown stage; the message lists the valid ones.
+        """
+        return _stage_text(self._stages, stage, self.target.name)
+
+    def add_stage(self, name: str, text: str | Callable[[], str]) -> None:
+        """Record one more stage (used by compile hooks that see later IR)."""
+        self._stages[name] = text
+
+    def compile(self) -> "Compiled":
+        """Generate code. Raises whatever the stack raises (a ``compile`` failure)."""
+        t0 = time.perf_counter()
+        compiled = self.compile_impl()
+        compiled.compile_s = time.perf_counter() - t0
+        return compiled
+
+    def compile_impl(self) -> "Compiled":
+        """Hook: produce the :class:`Compiled`."""
+        raise NotImplementedError
+
+    def cost_analysis(self) -> dict[str, float] | None:
+        """The stack's own cost estimate (FLOPs, bytes) or None when it has none."""
+        try:
+            return self.cost_analysis_impl()
+        except NotImplementedError:
+            return None
+
+    def cost_analysis_impl(self) -> dict[str, float]:
+        raise NotImplementedError
+
+
+def _stage_text(stages: dict[str, str | Callable[[], str]], stage: str | None, target: str) -> str:
+    if not stages:
+        raise UserError(f"{target}: no stages recorded")
+    if stage is None:
+        stage = list(stages)[-1]
+    if stage not in stages:
+        raise UserError(f"{target}: unknown stage '{stage}' (valid: {', '.join(stages)})")
+    value = stages[stage]
+    if callable(value):
+        value = value()
+        stages[stage] = value
+    return value
+
+
+class Compiled:
+    """An executable artifact of one stack for one model.
+
+    Subclasses implement :meth:`run_impl`, :meth:`prepare_impl` and :meth:`save_impl`.
+
+    Attributes:
+        compile_s: wall time of the compile, in seconds (0 when loaded from cache).
+        stages: text stages only known after compilation (e.g. generated code).
+    """
+
+    #: File names (relative to the save folder) of the artifact, main file first.
+    artifact_files: tuple[str, ...] = ()
+
+    def __init__(self, target: Target, model: ir.Model) -> None:
+        self.target = target
+        self.model = model
+        self.compile_s = 0.0
+        self.stages: dict[str, str | Callable[[], str]] = {}
+        self.input_names = [v.name for v in model.graph.inputs if not v.is_initializer()]
+        self.output_names = [v.name for v in model.graph.outputs]
+
+    def as_text(self, stage: str | None = None) -> str:
+        """Text of a post-compile stage (see :meth:`Lowered.as_text`)."""
+        return _stage_text(self.stages, stage, self.target.name)
+
+    def _check_inputs(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        missing = [n for n in self.input_names if n not in inputs]
+        if missing:
+            raise UserError(f"missing input(s): {', '.join(missing)}")
+        return [np.asarray(inputs[n]) for n in self.input_names]
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run once and return the outputs by name, as host numpy arrays."""
+        outs = self.run_impl(self._check_inputs(inputs))
+        if len(outs) != len(self.output_names):
+            raise RuntimeError(f"{self.target.name}: got {len(outs)} outputs, expected {len(self.output_names)}")
+        return {n: np.asarray(o) for n, o in zip(self.output_names, outs)}
+
+    def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Hook: inputs in graph order -> outputs in graph order (host arrays)."""
+        raise NotImplementedError
+
+    def prepare(self, inputs: Mapping[str, np.ndarray]) -> Callable[[], Any]:
+        """A zero-argument callable that runs the model once on ``inputs`` and waits
+        for the result, with inputs already placed on the device: what a bare loop
+        over the stack's own API would time. Used by :mod:`compstack.latency`.
+        """
+        return self.prepare_impl(self._check_inputs(inputs))
+
+    def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
+        return lambda: self.run_impl(inputs)
+
+    def save(self, folder: Path) -> list[Path]:
+        """Write the artifact into ``folder``; returns the files written."""
+        folder.mkdir(parents=True, exist_ok=True)
+        self.save_impl(folder)
+        return [folder / f for f in self.artifact_files]
+
+    def save_impl(self, folder: Path) -> None:
+        raise NotImplementedError

@@ -1,0 +1,108 @@
+"""The target registry: a lazy table of names, loaded on first use.
+
+Each entry maps a target name to ``"module:Class"``; nothing is imported until a
+target is used (pattern of ``torch/_dynamo/backends/registry.py``). A target whose
+stack is missing still lists, with the reason from its ``availability()``.
+
+Third-party targets register through the ``compstack.targets`` entry-point group.
+Adding a stack is one module in this folder plus one line in ``_TABLE``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+from compstack.errors import UserError
+from compstack.target import Target
+
+__all__ = ["TargetEntry", "names", "entries", "get", "resolve", "ALIASES"]
+
+
+@dataclass(frozen=True)
+class TargetEntry:
+    """One row of the registry.
+
+    Attributes:
+        name: target name (``STACK-DEVICE``).
+        ref: ``"module:Class"`` of its :class:`~compstack.target.Target` subclass.
+        device: device kind (``cpu``, ``cuda``, ``vulkan``).
+        default: part of ``compare``'s default set when available.
+    """
+
+    name: str
+    ref: str
+    device: str
+    default: bool = True
+
+
+_TABLE: tuple[TargetEntry, ...] = (
+    TargetEntry("reference", "compstack.targets.reference:ReferenceTarget", "cpu", default=False),
+    TargetEntry("ort-cpu", "compstack.targets.ort:OrtCpuTarget", "cpu"),
+    TargetEntry("tvm-llvm", "compstack.targets.relax:TvmLlvmTarget", "cpu"),
+    TargetEntry("iree-llvm-cpu", "compstack.targets.iree:IreeLlvmCpuTarget", "cpu"),
+)
+
+#: Short names for a device: an alias expands to every registered target of it.
+ALIASES: dict[str, str] = {"cpu": "device:cpu"}
+
+
+def entries() -> list[TargetEntry]:
+    """Built-in entries plus those of the ``compstack.targets`` entry-point group."""
+    rows = list(_TABLE)
+    known = {e.name for e in rows}
+    for ep in entry_points(group="compstack.targets"):
+        if ep.name not in known:
+            rows.append(TargetEntry(ep.name, ep.value, "cpu"))
+    return rows
+
+
+def names() -> list[str]:
+    """All registered target names, in table order."""
+    return [e.name for e in entries()]
+
+
+def get(name: str) -> type[Target]:
+    """The :class:`Target` class registered as ``name``, imported now.
+
+    Raises:
+        UserError: unknown name (pointing to ``compstack targets``).
+    """
+    for e in entries():
+        if e.name == name:
+            module, _, cls = e.ref.partition(":")
+            return getattr(importlib.import_module(module), cls)
+    raise UserError(f"unknown target '{name}'; run `compstack targets` to list them")
+
+
+def resolve(spec: str) -> list[str]:
+    """Expand a comma-separated target list with aliases (``cpu``, ``all``).
+
+    ``all`` and ``cpu`` expand to every default target of that device (availability
+    is checked later, so unavailable ones show as ``unavailable`` rows).
+
+    Raises:
+        UserError: an unknown name, naming it and pointing to ``compstack targets``.
+    """
+    out: list[str] = []
+    known = {e.name: e for e in entries()}
+    for raw in spec.split(","):
+        name = raw.strip()
+        if not name:
+            continue
+        if name == "all":
+            expanded = [e.name for e in known.values() if e.default]
+        elif name in ALIASES and ALIASES[name].startswith("device:"):
+            dev = ALIASES[name].split(":", 1)[1]
+            expanded = [e.name for e in known.values() if e.default and e.device == dev]
+        elif name in ALIASES:
+            expanded = [ALIASES[name]]
+        elif name in known:
+            expanded = [name]
+        else:
+            raise UserError(f"unknown target '{name}'; run `compstack targets` to list them")
+        out.extend(n for n in expanded if n not in out)
+    if not out:
+        raise UserError("--targets: no target given; run `compstack targets` to list them")
+    return out

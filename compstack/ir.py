@@ -350,7 +350,8 @@ def to_text(model: ir.Model, provenance: bool = False) -> str:
         t = g.initializers[name].const_value
         if t is None:
             continue
-        lines.append(f"  init   %{name}: {t.dtype.name}{list(t.shape)} #{_short_hash(t.numpy())}")
+        dims = ",".join(str(d) for d in t.shape)
+        lines.append(f"  init   %{name}: {t.dtype.name}[{dims}] #{_short_hash(t.numpy())}")
     for node in g:
         outs = ", ".join(f"%{o.name}" for o in node.outputs)
         ins = ", ".join("%" + i.name if i is not None else "_" for i in node.inputs)

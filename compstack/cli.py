@@ -1,0 +1,305 @@
+"""The ``compstack`` command line.
+
+Bad input ends in one line on stderr (``compstack: error: ...``) and exit status 2;
+a stack's failure is a row of the result table, never an exit. ``--json`` puts only
+JSON on stdout. No compiler stack is imported until a command needs one.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import click
+
+from compstack.errors import CompstackError, UserError
+
+__all__ = ["main", "cli"]
+
+
+def _fail(message: str) -> None:
+    click.echo(f"compstack: error: {message}", err=True)
+    sys.exit(2)
+
+
+class _Group(click.Group):
+    """Turns :class:`CompstackError` into one line and exit status 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CompstackError as exc:
+            _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        except KeyboardInterrupt:
+            _fail("interrupted")
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="compstack")
+def cli() -> None:
+    """Compare ML compiler stacks on one model: numerics, compile time, latency, IR."""
+
+
+# ---------------------------------------------------------------------------------------
+# shared options
+
+
+def _common_model_options(f: Any) -> Any:
+    opts = [
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed of generated inputs."),
+        click.option("--inputs", "inputs_file", type=click.Path(dir_okay=False),
+                     help="Input arrays by name (.npz) instead of generated ones."),
+        click.option("--val-range", "val_ranges", multiple=True, metavar="NAME:LO,HI",
+                     help="Value range of a generated input (repeatable), as in Polygraphy."),
+        click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME:D0xD1...",
+                     help="Shape for an input with dynamic dims (repeatable)."),
+        click.option("--option", "target_opts", multiple=True, metavar="TARGET:KEY=VALUE",
+                     help="A target option, e.g. ort-cpu:opt_level=basic (repeatable)."),
+        click.option("--cache-dir", type=click.Path(file_okay=False),
+                     help="Artifact/zoo cache folder [env COMPSTACK_CACHE_DIR; default ~/.cache/compstack]."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _run_options(f: Any) -> Any:
+    opts = [
+        click.option("--json", "as_json", is_flag=True, help="Print the run as JSON on stdout, nothing else."),
+        click.option("--db", type=click.Path(dir_okay=False),
+                     help="Results database [env COMPSTACK_DB; default .compstack/results.sqlite]."),
+        click.option("--no-cache", is_flag=True, help="Compile everything anew; neither read nor write the cache."),
+        click.option("--timeout", type=click.FloatRange(min=1), default=900, show_default=True,
+                     help="Wall-clock limit of one target's job, seconds."),
+        click.option("--memory-limit", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Resident-memory limit of one target's job, MiB (0: none)."),
+        click.option("--rtol", type=float, help="Relative tolerance for every float output."),
+        click.option("--atol", type=float, help="Absolute tolerance for every float output."),
+        click.option("--reference", default="auto", show_default=True,
+                     help="auto (float64 onnx.reference when small enough, else ort-cpu), reference, or a target."),
+        click.option("--no-latency", is_flag=True, help="Skip latency measurement."),
+        click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Warm-up runs."),
+        click.option("--min-runs", type=click.IntRange(min=1), default=20, show_default=True,
+                     help="At least this many timed runs..."),
+        click.option("--min-time", type=click.FloatRange(min=0), default=1.0, show_default=True,
+                     help="...and at least this many seconds of timed runs."),
+        click.option("--save-inputs", type=click.Path(dir_okay=False), help="Write input set 0 to this .npz."),
+        click.option("--save-outputs", type=click.Path(dir_okay=False),
+                     help="Write every target's outputs to this .npz (keys TARGET::OUTPUT)."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _parse_target_options(items: Sequence[str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        target, sep, kv = item.partition(":")
+        key, eq, value = kv.partition("=")
+        if not sep or not eq or not key:
+            raise UserError(f"--option {item}: expected TARGET:KEY=VALUE (e.g. ort-cpu:opt_level=basic)")
+        out.setdefault(target, {})[key] = value
+    return out
+
+
+def _validate_target_options(opts: dict[str, dict[str, str]]) -> None:
+    from compstack import targets as registry
+
+    for target, kv in opts.items():
+        cls = registry.get(target)
+        cls.Options.from_strings(kv)
+
+
+def _load_source(model: str, cache_dir: str | None) -> Any:
+    from compstack.config import settings
+    from compstack.sources import resolve_model
+
+    return resolve_model(model, cache_dir=settings(cache_dir=cache_dir).cache_dir)
+
+
+def _compare_options(targets: list[str], kw: dict[str, Any]) -> Any:
+    from compstack.inputs import load_npz, parse_shapes, parse_val_ranges
+    from compstack.latency import LatencyConfig
+    from compstack.runner import Limits
+    from compstack.session import CompareOptions
+
+    topts = _parse_target_options(kw["target_opts"])
+    _validate_target_options(topts)
+    latency = None if kw["no_latency"] else LatencyConfig(
+        warmup=kw["warmup"], min_runs=kw["min_runs"], min_time_s=kw["min_time"])
+    return CompareOptions(
+        targets=targets, seed=kw["seed"],
+        inputs=load_npz(kw["inputs_file"]) if kw["inputs_file"] else None,
+        val_ranges=parse_val_ranges(kw["val_ranges"]), shapes=parse_shapes(kw["input_shapes"]),
+        rtol=kw["rtol"], atol=kw["atol"], latency=latency,
+        limits=Limits(timeout_s=kw["timeout"], memory_mb=kw["memory_limit"]),
+        cache=not kw["no_cache"], reference=kw["reference"], target_options=topts,
+    )
+
+
+def _check_writable_file(path: str | None, flag: str) -> None:
+    if not path:
+        return
+    parent = Path(path).resolve().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        probe = parent / f".compstack-probe-{id(path)}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"{flag} {path}: folder not writable ({exc.strerror or exc})") from None
+
+
+def _do_compare(model: str, targets_spec: str, kw: dict[str, Any]) -> Any:
+    from compstack import targets as registry
+    from compstack.config import settings
+    from compstack.inputs import save_npz
+    from compstack.reporting import Progress
+    from compstack.session import compare
+
+    targets = registry.resolve(targets_spec)
+    if kw["reference"] not in ("auto", "reference"):
+        registry.get(kw["reference"])
+    for flag in ("save_inputs", "save_outputs"):
+        _check_writable_file(kw[flag], "--" + flag.replace("_", "-"))
+    cfg = settings(cache_dir=kw["cache_dir"], db=kw["db"])
+    options = _compare_options(targets, kw)
+    with Progress(enabled=not kw["as_json"]) as progress:
+        progress.status(f"importing {model}")
+        source = _load_source(model, kw["cache_dir"])
+        report = compare(source, options, cfg, on_start=progress.start, on_result=progress.done,
+                         save_outputs=Path(kw["save_outputs"]) if kw["save_outputs"] else None,
+                         save_inputs=Path(kw["save_inputs"]) if kw["save_inputs"] else None)
+    return report
+
+
+# ---------------------------------------------------------------------------------------
+# commands
+
+
+@cli.command()
+@click.argument("model", required=False)
+@click.option("--targets", "targets_spec", default="cpu", show_default=True,
+              help="Comma-separated targets or aliases (cpu, all); see `compstack targets`.")
+@_common_model_options
+@_run_options
+def compare(model: str | None, targets_spec: str, **kw: Any) -> None:
+    """Compare targets on MODEL (zoo:NAME, file.onnx, file.py:function; default zoo:cnn)."""
+    from compstack.reporting import print_report
+    from compstack.sources import DEFAULT_MODEL
+
+    report = _do_compare(model or DEFAULT_MODEL, targets_spec, kw)
+    if kw["as_json"]:
+        click.echo(json.dumps(report.to_json(), indent=1, default=str))
+    else:
+        print_report(report)
+
+
+@cli.command()
+@click.argument("model")
+@click.option("--target", "target", required=True, help="One target; see `compstack targets`.")
+@_common_model_options
+@_run_options
+def run(model: str, target: str, **kw: Any) -> None:
+    """Run MODEL on one target: outputs summary, numerics against the reference, latency."""
+    from compstack.reporting import print_outputs, print_report
+
+    report = _do_compare(model, target, kw)
+    if kw["as_json"]:
+        click.echo(json.dumps(report.to_json(), indent=1, default=str))
+    else:
+        print_outputs(report)
+        print_report(report)
+
+
+@cli.command()
+@click.argument("model")
+@click.option("--target", "target", required=True, help="One target; see `compstack targets`.")
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder for the artifact, the stage dumps and manifest.json.")
+@_common_model_options
+@click.option("--timeout", type=click.FloatRange(min=1), default=900, show_default=True,
+              help="Wall-clock limit of the job, seconds.")
+@click.option("--memory-limit", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Resident-memory limit of the job, MiB (0: none).")
+def lower(model: str, target: str, out_dir: str, **kw: Any) -> None:
+    """Lower and compile MODEL for TARGET; write artifact, stages and manifest.json to -o."""
+    from compstack.lowering import lower_to_folder
+
+    names = _resolve_one(target)
+    topts = _parse_target_options(kw["target_opts"])
+    _validate_target_options(topts)
+    out = _writable_dir(out_dir)
+    source = _load_source(model, kw["cache_dir"])
+    manifest = lower_to_folder(source, names, out, topts.get(names, {}), kw)
+    status = manifest["status"]
+    click.echo(f"{names}: {status}" + (f" ({manifest['stage']}: {manifest['error']})" if status != "ok" else ""))
+    for f in manifest.get("artifacts", []):
+        click.echo(f"  artifact  {f}")
+    click.echo(f"  stages    {', '.join(manifest.get('stages', []))}")
+    click.echo(f"  manifest  {out / 'manifest.json'}")
+    if status != "ok":
+        sys.exit(1)
+
+
+def _resolve_one(target: str) -> str:
+    from compstack import targets as registry
+
+    names = registry.resolve(target)
+    if len(names) != 1:
+        raise UserError(f"--target {target}: names {len(names)} targets ({', '.join(names)}); give one")
+    return names[0]
+
+
+def _writable_dir(path: str) -> Path:
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".compstack-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"-o {path}: output folder not writable ({exc.strerror or exc})") from None
+    return out
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def targets(as_json: bool) -> None:
+    """List every known target: available or not, and why; versions."""
+    from compstack.reporting import print_targets, target_rows
+
+    rows = target_rows()
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+    else:
+        print_targets(rows)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder (zoo exports are cached).")
+def zoo(as_json: bool, cache_dir: str | None) -> None:
+    """List the zoo models with their node and parameter counts."""
+    from compstack import zoo as zoo_mod
+    from compstack.config import settings
+    from compstack.reporting import print_zoo
+
+    root = settings(cache_dir=cache_dir).cache_dir
+    rows = [{"name": f"zoo:{n}", **zoo_mod.info(n, cache_dir=root)} for n in zoo_mod.names()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=1, default=str))
+    else:
+        print_zoo(rows)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console entry point."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="compstack")
+
+
+if __name__ == "__main__":
+    main()

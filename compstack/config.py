@@ -1,0 +1,44 @@
+"""Settings read once: cache folder and results database.
+
+Precedence: explicit argument (CLI flag) > environment variable > default.
+
+* cache folder: ``--cache-dir`` > ``COMPSTACK_CACHE_DIR`` > ``~/.cache/compstack``
+  (``$XDG_CACHE_HOME/compstack`` when set).
+* results database: ``--db`` > ``COMPSTACK_DB`` > ``.compstack/results.sqlite``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Settings", "settings"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings.
+
+    Attributes:
+        cache_dir: where compiled artifacts and exported zoo models are cached.
+        db: the SQLite results database.
+        save_temps: ``COMPSTACK_SAVE_TEMPS``: keep compiler inputs/outputs there.
+    """
+
+    cache_dir: Path
+    db: Path
+    save_temps: Path | None
+
+
+def settings(cache_dir: str | Path | None = None, db: str | Path | None = None) -> Settings:
+    """Resolve settings from the arguments and the environment (read here only)."""
+    env = os.environ
+    if cache_dir is None:
+        cache_dir = env.get("COMPSTACK_CACHE_DIR") or (
+            Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "compstack"
+        )
+    if db is None:
+        db = env.get("COMPSTACK_DB") or Path(".compstack") / "results.sqlite"
+    temps = env.get("COMPSTACK_SAVE_TEMPS")
+    return Settings(Path(cache_dir).expanduser(), Path(db).expanduser(), Path(temps) if temps else None)

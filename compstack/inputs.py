@@ -1,0 +1,210 @@
+"""Model inputs: generated from a seed, or read from an ``.npz`` file.
+
+Generation follows Polygraphy's data loader (``polygraphy/comparator/data_loader.py``):
+floats uniform in ``[low, high)`` (default ``[0, 1)``), integers uniform in
+``[low, high)`` (default ``[0, 10)``), bools 0/1; per-input ranges with
+``--val-range NAME:LO,HI``. Dynamic dims need ``--input-shape NAME:1x3x224x224``.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from compstack.errors import UserError
+from compstack.ir import ModelInput
+
+__all__ = [
+    "DEFAULT_FLOAT_RANGE",
+    "DEFAULT_INT_RANGE",
+    "parse_val_ranges",
+    "parse_shapes",
+    "generate",
+    "input_sets",
+    "load_npz",
+    "save_npz",
+]
+
+DEFAULT_FLOAT_RANGE = (0.0, 1.0)
+DEFAULT_INT_RANGE = (0, 10)
+
+
+def parse_val_ranges(specs: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """Parse ``["ids:0,1000", "x:-1,1"]`` (``NAME:LO,HI``; a bare ``LO,HI`` applies to all).
+
+    Raises:
+        UserError: malformed spec or LO >= HI, naming the flag value.
+    """
+    out: dict[str, tuple[float, float]] = {}
+    for spec in specs:
+        name, sep, rng = spec.rpartition(":")
+        parts = rng.split(",")
+        try:
+            lo, hi = (float(p) for p in parts)
+        except ValueError:
+            raise UserError(f"--val-range {spec}: expected NAME:LO,HI (e.g. input_ids:0,1000)") from None
+        if not lo < hi:
+            raise UserError(f"--val-range {spec}: LO must be below HI")
+        out[name if sep else ""] = (lo, hi)
+    return out
+
+
+def parse_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """Parse ``["x:1x3x224x224"]`` into concrete shapes for dynamic inputs.
+
+    Raises:
+        UserError: malformed spec.
+    """
+    out: dict[str, tuple[int, ...]] = {}
+    for spec in specs:
+        name, sep, dims = spec.rpartition(":")
+        try:
+            shape = tuple(int(d) for d in dims.lower().split("x")) if dims else ()
+        except ValueError:
+            shape = ()
+        if not sep or not name or not shape or any(d < 0 for d in shape):
+            raise UserError(f"--input-shape {spec}: expected NAME:D0xD1x... (e.g. x:1x3x224x224)")
+        out[name] = shape
+    return out
+
+
+def _concrete_shape(inp: ModelInput, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
+    if inp.name in shapes:
+        shape = shapes[inp.name]
+        if len(shape) != len(inp.shape) or any(
+            isinstance(d, int) and d != s for d, s in zip(inp.shape, shape)
+        ):
+            raise UserError(f"--input-shape {inp.name}: {shape} does not fit the model's {list(inp.shape)}")
+        return shape
+    if not inp.is_static:
+        raise UserError(
+            f"input '{inp.name}' has dynamic shape {list(inp.shape)}; give one with "
+            f"--input-shape {inp.name}:" + "x".join(str(d) if isinstance(d, int) else "N" for d in inp.shape)
+        )
+    return tuple(int(d) for d in inp.shape)  # type: ignore[arg-type]
+
+
+def generate(
+    model_inputs: Sequence[ModelInput],
+    seed: int = 0,
+    val_ranges: Mapping[str, tuple[float, float]] | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> dict[str, np.ndarray]:
+    """Random inputs, one array per model input, reproducible from ``seed``.
+
+    Args:
+        model_inputs: the model's inputs (:func:`compstack.ir.graph_inputs`).
+        seed: NumPy ``default_rng`` seed.
+        val_ranges: ``{name: (low, high)}``; key ``""`` applies to every input.
+        shapes: concrete shapes for inputs with dynamic dims.
+
+    Returns:
+        ``{name: array}`` with each input's own dtype and shape.
+
+    Raises:
+        UserError: a dynamic input without a shape, or a range that names no input.
+    """
+    val_ranges = dict(val_ranges or {})
+    shapes = shapes or {}
+    names = {i.name for i in model_inputs}
+    unknown = [n for n in list(val_ranges) + list(shapes) if n and n not in names]
+    if unknown:
+        raise UserError(f"--val-range/--input-shape name(s) {', '.join(unknown)} match no input "
+                        f"(inputs: {', '.join(sorted(names))})")
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for inp in model_inputs:
+        shape = _concrete_shape(inp, shapes)
+        dtype = np.dtype(inp.dtype)
+        lo, hi = val_ranges.get(inp.name, val_ranges.get("", (None, None)))  # type: ignore[misc]
+        if dtype == np.bool_:
+            lo_i, hi_i = (0, 2) if lo is None else (int(lo), int(hi))
+            out[inp.name] = rng.integers(lo_i, hi_i, size=shape).astype(np.bool_)
+        elif np.issubdtype(dtype, np.integer):
+            lo_i, hi_i = DEFAULT_INT_RANGE if lo is None else (int(np.ceil(lo)), int(np.ceil(hi)))
+            out[inp.name] = rng.integers(lo_i, max(hi_i, lo_i + 1), size=shape).astype(dtype)
+        else:
+            lo_f, hi_f = DEFAULT_FLOAT_RANGE if lo is None else (lo, hi)
+            out[inp.name] = rng.uniform(lo_f, hi_f, size=shape).astype(dtype)
+    return out
+
+
+def input_sets(
+    model_inputs: Sequence[ModelInput],
+    count: int,
+    seed: int = 0,
+    first: Mapping[str, np.ndarray] | None = None,
+    val_ranges: Mapping[str, tuple[float, float]] | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> list[dict[str, np.ndarray]]:
+    """``count`` input sets for latency rotation; set 0 is ``first`` when given.
+
+    Set 0 is the one every target's outputs are compared on; sets ``1..count-1`` are
+    generated from seeds ``seed+1...`` with the shapes of set 0.
+    """
+    sets: list[dict[str, np.ndarray]] = []
+    if first:
+        sets.append(dict(first))
+        shapes = {k: tuple(v.shape) for k, v in first.items()}
+    else:
+        sets.append(generate(model_inputs, seed, val_ranges, shapes))
+    for k in range(1, count):
+        sets.append(generate(model_inputs, seed + k, val_ranges, shapes))
+    return sets
+
+
+def check_feeds(model_inputs: Sequence[ModelInput], feeds: Mapping[str, np.ndarray], source: str) -> None:
+    """Check that ``feeds`` has every input with the right dtype and a fitting shape.
+
+    Raises:
+        UserError: a missing input, a wrong dtype, or a wrong shape, naming ``source``.
+    """
+    for inp in model_inputs:
+        if inp.name not in feeds:
+            raise UserError(f"{source}: no array for input '{inp.name}' (has: {', '.join(sorted(feeds))})")
+        arr = feeds[inp.name]
+        if arr.dtype != np.dtype(inp.dtype):
+            raise UserError(f"{source}: input '{inp.name}' is {arr.dtype}, the model wants {np.dtype(inp.dtype)}")
+        if len(arr.shape) != len(inp.shape) or any(
+            isinstance(d, int) and d != s for d, s in zip(inp.shape, arr.shape)
+        ):
+            raise UserError(f"{source}: input '{inp.name}' has shape {list(arr.shape)}, "
+                            f"the model wants {list(inp.shape)}")
+
+
+def load_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """Read ``{name: array}`` from an ``.npz`` file.
+
+    Raises:
+        UserError: missing or unreadable file.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{p}: no such file")
+    try:
+        with np.load(p, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise UserError(f"{p}: not a readable .npz file ({exc})") from None
+
+
+def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> Path:
+    """Write ``{name: array}`` to ``path`` (``.npz``, uncompressed).
+
+    Raises:
+        UserError: the folder cannot be written.
+    """
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with open(p, "wb") as f:
+            np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
+    except OSError as exc:
+        raise UserError(f"{p}: cannot write: {exc.strerror or exc}") from None
+    return p
+
+
+__all__ += ["check_feeds"]

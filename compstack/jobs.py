@@ -1,0 +1,283 @@
+"""Jobs: one (model, target) unit of work, as plain data, and the code that runs it.
+
+A :class:`Job` holds only paths, names and numbers, so it can be rebuilt in a worker
+process (``python -m compstack.worker JOB.json``) or shipped to a cluster task
+(Polygraphy's ``Comparator.run(use_subprocess=True)`` pattern). :func:`execute` runs the
+stages ``import → lower → compile → run → latency`` and turns a stack's exception
+into data (:class:`JobOutcome`); the ``compare`` stage happens in the parent, against
+the reference outputs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from compstack.errors import CompstackError, UnavailableError, UnsupportedError, UserError
+
+__all__ = ["Job", "JobOutcome", "execute", "STAGES", "pack_sets", "unpack_sets"]
+
+#: Stages in order. A failed job names the stage it failed in.
+STAGES = ("import", "lower", "compile", "run", "latency", "compare")
+
+
+@dataclass
+class Job:
+    """One (model, target) job.
+
+    Attributes:
+        model_path: canonical ONNX file of the model (common IR).
+        fingerprint: :func:`compstack.ir.fingerprint` of it.
+        target: target name; ``target_ref`` its ``module:Class``.
+        options: the target's options as strings (``TargetOptions.from_strings``).
+        inputs_path: ``.npz`` of the input sets (see :func:`pack_sets`).
+        workdir: folder for this job's outputs, result and log.
+        cache_dir: artifact cache root, or None for ``--no-cache``.
+        latency: :class:`compstack.latency.LatencyConfig` fields, or None to skip timing.
+        artifact_dir: also save the artifact here (``compstack lower -o``).
+        stages_dir: write every stage's text here (``compstack lower -o``).
+    """
+
+    model_path: str
+    fingerprint: str
+    target: str
+    target_ref: str
+    inputs_path: str
+    workdir: str
+    options: dict[str, str] = field(default_factory=dict)
+    cache_dir: str | None = None
+    latency: dict[str, Any] | None = None
+    artifact_dir: str | None = None
+    stages_dir: str | None = None
+    run: bool = True
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> "Job":
+        return cls(**json.loads(Path(path).read_text()))
+
+    @property
+    def outputs_path(self) -> Path:
+        return Path(self.workdir) / "outputs.npz"
+
+    @property
+    def result_path(self) -> Path:
+        return Path(self.workdir) / "result.json"
+
+    @property
+    def progress_path(self) -> Path:
+        return Path(self.workdir) / "progress"
+
+
+@dataclass
+class JobOutcome:
+    """What a worker reports (JSON in ``result.json``).
+
+    ``status`` is ``ok`` (ran; compared later), ``unsupported``, ``unavailable`` or
+    ``failed``; the runner adds ``crashed``, ``timeout`` and ``oom``; comparison adds
+    ``mismatch``.
+    """
+
+    target: str
+    status: str = "ok"
+    stage: str = ""
+    error: str = ""
+    log: str = ""
+    lower_s: float | None = None
+    compile_s: float | None = None
+    cached: bool = False
+    cache_note: str = ""
+    latency: dict[str, Any] | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    flags: dict[str, Any] = field(default_factory=dict)
+    unsupported_ops: list[str] = field(default_factory=list)
+    stages: list[str] = field(default_factory=list)
+    artifacts: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def pack_sets(sets: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Flatten input sets into npz keys ``"<k>::<name>"``."""
+    return {f"{k}::{name}": arr for k, s in enumerate(sets) for name, arr in s.items()}
+
+
+def unpack_sets(flat: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Inverse of :func:`pack_sets`."""
+    sets: dict[int, dict[str, np.ndarray]] = {}
+    for key, arr in flat.items():
+        k, _, name = key.partition("::")
+        sets.setdefault(int(k), {})[name] = arr
+    return [sets[k] for k in sorted(sets)]
+
+
+def load_target_class(ref: str) -> type:
+    module, _, cls = ref.partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    # TVM/IREE put the useful line last after a C++ backtrace; prefer an "Error" line.
+    pick = next((ln for ln in lines if "Error" in ln or "error:" in ln), lines[0] if lines else "")
+    return f"{type(exc).__name__}: {pick[:500]}"
+
+
+def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutcome:
+    """Run one job in this process. Stack exceptions become the outcome; compstack's
+    own bugs (exceptions outside a stage) propagate.
+    """
+    from compstack.cache import ArtifactCache, cache_key
+    from compstack.latency import LatencyConfig, measure
+
+    outcome = JobOutcome(target=job.target)
+    state: dict[str, Any] = {}
+
+    def stage(name: str) -> None:
+        outcome.stage = name
+        if progress:
+            progress(name)
+
+    try:
+        stage("import")
+        cls = load_target_class(job.target_ref)
+        avail = cls.availability()
+        outcome.versions = dict(avail.versions)
+        if not avail.ok:
+            raise UnavailableError(avail.reason)
+        target = cls(cls.Options.from_strings(job.options))
+        outcome.flags = target.flags()
+        import onnx_ir as ir
+
+        model = ir.load(job.model_path)
+        inputs = _load_sets(job.inputs_path)
+
+        cache = ArtifactCache(Path(job.cache_dir) / "artifacts") if job.cache_dir else None
+        key = cache_key(job.fingerprint, job.target, target.options.to_dict(), outcome.versions)
+        compiled = None
+        if cache is not None and job.stages_dir is None:
+            compiled = _from_cache(cache, target, key, model, outcome)
+        if compiled is None:
+            stage("lower")
+            lowered = target.lower(model)
+            outcome.lower_s = lowered.lower_s
+            if job.stages_dir:
+                outcome.stages = _write_stages(lowered, Path(job.stages_dir), [])
+            stage("compile")
+            compiled = lowered.compile()
+            outcome.compile_s = compiled.compile_s
+            if job.stages_dir:
+                outcome.stages = _write_stages(lowered, Path(job.stages_dir), outcome.stages, compiled)
+            if cache is not None:
+                _to_cache(cache, target, key, compiled, job)
+        state["compiled"] = compiled
+        if job.artifact_dir:
+            outcome.artifacts = [str(p) for p in compiled.save(Path(job.artifact_dir))]
+        if getattr(compiled, "run_command", None):
+            outcome.extra["run_command"] = compiled.run_command
+        if not job.run:
+            return outcome
+        stage("run")
+        outputs = compiled.run(inputs[0])
+        np.savez(job.outputs_path, **outputs)
+        if job.latency is not None:
+            stage("latency")
+            calls = [compiled.prepare(s) for s in inputs]
+            outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()
+        outcome.stage = ""
+    except UnsupportedError as exc:
+        outcome.status, outcome.error, outcome.unsupported_ops = "unsupported", str(exc), exc.ops
+    except UnavailableError as exc:
+        outcome.status, outcome.error = "unavailable", str(exc)
+    except UserError:
+        raise
+    except CompstackError as exc:  # ToolError and friends: the stack failed
+        outcome.status, outcome.error = "failed", str(exc)
+        outcome.log = getattr(exc, "stderr_tail", "") or traceback.format_exc()
+    except Exception as exc:  # noqa: BLE001 - a stack's own exception is data here
+        outcome.status, outcome.error, outcome.log = "failed", _first_line(exc), traceback.format_exc()
+    return outcome
+
+
+def _load_sets(path: str) -> list[dict[str, np.ndarray]]:
+    with np.load(path, allow_pickle=False) as data:
+        return unpack_sets({k: data[k] for k in data.files})
+
+
+def _from_cache(cache: Any, target: Any, key: str, model: Any, outcome: JobOutcome) -> Any:
+    entry, note = cache.lookup(target.name, key)
+    outcome.cache_note = note
+    if entry is None:
+        return None
+    try:
+        compiled = target.load_compiled(entry.folder, model)
+    except Exception as exc:  # noqa: BLE001 - an unloadable entry is rebuilt
+        cache.evict(target.name, key)
+        outcome.cache_note = f"cache entry {entry.folder} did not load ({_first_line(exc)}); rebuilt"
+        return None
+    outcome.cached = True
+    outcome.compile_s = entry.meta.get("compile_s")
+    outcome.lower_s = entry.meta.get("lower_s")
+    return compiled
+
+
+def _to_cache(cache: Any, target: Any, key: str, compiled: Any, job: Job) -> None:
+    staging = cache.staging(target.name)
+    files = compiled.save(staging)
+    cache.publish(staging, target.name, key, files,
+                  {"target": target.name, "fingerprint": job.fingerprint, "compile_s": compiled.compile_s,
+                   "flags": target.flags()})
+
+
+def _write_stages(lowered: Any, folder: Path, done: list[str], compiled: Any = None) -> list[str]:
+    """Write every stage not in ``done`` as ``NN-<stage><suffix>``; returns all names written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = list(done)
+    owners = [(lowered, lowered.stage_names())]
+    if compiled is not None:
+        owners.append((compiled, list(compiled.stages)))
+    for owner, stage_names in owners:
+        for name in stage_names:
+            if name in names:
+                continue
+            text = owner.as_text(name)
+            suffix = getattr(lowered.target, "stage_suffix", {}).get(name, ".txt")
+            (folder / f"{len(names):02d}-{name}{suffix}").write_text(text)
+            names.append(name)
+    return names
+
+
+def outcome_to_json(outcome: JobOutcome) -> str:
+    return json.dumps(asdict(outcome), default=str)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker entry point: ``python -m compstack.jobs JOB.json``."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    job = Job.load(Path(args[0]))
+
+    def progress(name: str) -> None:
+        with open(job.progress_path, "a") as f:
+            f.write(f"{time.time():.3f} {name}\n")
+
+    try:
+        outcome = execute(job, progress)
+    except UserError as exc:
+        outcome = JobOutcome(target=job.target, status="failed", stage="import", error=str(exc))
+    job.result_path.write_text(outcome_to_json(outcome))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

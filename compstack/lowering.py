@@ -1,0 +1,78 @@
+"""``compstack lower``: lower and compile one model for one target into a folder.
+
+The folder receives the artifact (``model.vmfb``, ``model.so``, ``optimized.onnx``...),
+``stages/NN-<stage>.<ext>`` with the IR at every stage, and ``manifest.json``: target,
+device, flags, stack versions, model fingerprint, the inputs' names, shapes and dtypes,
+and, where the stack has one, the command line of its own tool that runs the artifact.
+The job runs in a worker process like every other job.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import shutil
+from pathlib import Path
+from typing import Any, Mapping
+
+from compstack import ir as cir
+from compstack import targets as registry
+from compstack.config import settings
+from compstack.inputs import input_sets
+from compstack.jobs import Job, pack_sets
+from compstack.inputs import save_npz
+from compstack.runner import Limits, run_isolated
+from compstack.session import model_file
+
+__all__ = ["lower_to_folder"]
+
+
+def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Mapping[str, str],
+                    kw: Mapping[str, Any]) -> dict[str, Any]:
+    """Lower + compile ``source`` for ``target`` into ``out``; returns the manifest.
+
+    Args:
+        source: the imported model.
+        target: a registered target name.
+        out: a writable folder.
+        options: the target's options as strings.
+        kw: CLI values used here: ``cache_dir``, ``timeout``, ``memory_limit``, ``seed``.
+
+    Returns:
+        The manifest (also written to ``out/manifest.json``), with ``status``,
+        ``stage`` and ``error`` of the job.
+    """
+    cfg = settings(cache_dir=kw.get("cache_dir"))
+    cls = registry.get(target)
+    model_inputs = cir.graph_inputs(source.model)
+    static = all(i.is_static for i in model_inputs) or source.example_inputs
+    sets = input_sets(model_inputs, 1, kw.get("seed", 0), source.example_inputs or None,
+                      source.val_ranges) if static else []
+    work = Path(tempfile.mkdtemp(prefix="compstack-lower-"))
+    try:
+        inputs_path = work / "inputs.npz"
+        save_npz(inputs_path, pack_sets(sets))
+        job = Job(model_path=str(model_file(source, cfg.cache_dir)), fingerprint=source.fingerprint,
+                  target=target, target_ref=next(e.ref for e in registry.entries() if e.name == target),
+                  inputs_path=str(inputs_path), workdir=str(work / "job"), options=dict(options),
+                  cache_dir=None, latency=None, artifact_dir=str(out), stages_dir=str(out / "stages"), run=False)
+        outcome = run_isolated(job, Limits(timeout_s=kw.get("timeout", 900), memory_mb=kw.get("memory_limit", 0)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    manifest = {
+        "target": target, "device": cls.device, "stack": cls.stack,
+        "status": outcome.status, "stage": outcome.stage, "error": outcome.error,
+        "model": {"name": source.name, "fingerprint": source.fingerprint},
+        "inputs": [{"name": i.name, "dtype": str(i.dtype), "shape": list(i.shape)} for i in model_inputs],
+        "outputs": [{"name": v.name, "dtype": v.dtype.name if v.dtype else None,
+                     "shape": [str(d) for d in v.shape] if v.shape is not None else None}
+                    for v in source.model.graph.outputs],
+        "flags": outcome.flags, "versions": outcome.versions,
+        "lower_s": outcome.lower_s, "compile_s": outcome.compile_s,
+        "artifacts": [str(Path(a).relative_to(out)) if Path(a).is_relative_to(out) else a
+                      for a in outcome.artifacts],
+        "stages": outcome.stages,
+        "run_command": outcome.extra.get("run_command", ""),
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
+    return manifest

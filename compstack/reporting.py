@@ -1,0 +1,174 @@
+"""Terminal output: result tables, target and zoo listings, and the progress display.
+
+Tables go to stdout, the progress display to stderr, so ``compstack compare > f``
+keeps only the table. Everything here is presentation; no measuring happens here.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from compstack.results import Report, Result
+
+__all__ = ["Progress", "print_report", "print_outputs", "print_targets", "print_zoo", "target_rows"]
+
+_STYLE = {"ok": "green", "mismatch": "red", "unsupported": "yellow", "failed": "red", "crashed": "red bold",
+          "timeout": "red", "oom": "red", "unavailable": "dim"}
+
+
+class Progress:
+    """A spinner on stderr naming the job that runs, and a line per finished job."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.console = Console(stderr=True)
+        self.enabled = enabled and self.console.is_terminal
+        self.quiet = not enabled
+        self._status: Any = None
+        self._t0 = 0.0
+
+    def __enter__(self) -> "Progress":
+        if self.enabled:
+            self._status = self.console.status("starting")
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._status is not None:
+            self._status.__exit__(*exc)
+
+    def status(self, text: str) -> None:
+        if self._status is not None:
+            self._status.update(text)
+
+    def start(self, target: str) -> None:
+        self._t0 = time.monotonic()
+        self.status(f"running {target}")
+
+    def done(self, result: Result) -> None:
+        if self.quiet:
+            return
+        style = _STYLE.get(result.status, "")
+        self.console.print(f"  {result.target:<16} [{style}]{result.status}[/] "
+                           f"({time.monotonic() - self._t0:.1f} s)", highlight=False)
+
+
+def _console() -> Console:
+    """stdout console; when piped, wide enough for the tables (rich defaults to 80)."""
+    c = Console()
+    return c if c.is_terminal else Console(width=200)
+
+
+def _fmt(x: float | None, spec: str = ".3g") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def print_report(report: Report, console: Console | None = None) -> None:
+    """The comparison table: one row per target."""
+    console = console or _console()
+    m = report.model
+    ref = report.reference
+    ref_text = ref["target"] + (f" ({ref['precision']})" if ref.get("precision") else "")
+    if ref.get("fallback_from"):
+        ref_text += f", fallback from {ref['fallback_from']}"
+    console.print(f"[bold]{m['name']}[/]  {m['nodes']} nodes, {m['params']:,} params, "
+                  f"fingerprint {m['fingerprint']}; reference: {ref_text}", highlight=False)
+    table = Table()
+    for col, just in (("target", "left"), ("status", "left"), ("compile s", "right"),
+                      ("median ms", "right"), ("p10 ms", "right"), ("p90 ms", "right"), ("cv", "right"),
+                      ("max abs err", "right"), ("max rel err", "right")):
+        table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    footnotes: list[str] = []
+    for r in report.results:
+        lat = r.latency_ms or {}
+        abs_err = max((o["max_abs_err"] or 0.0 for o in r.outputs), default=None) if r.outputs else None
+        rel_err = max((o["max_rel_err"] or 0.0 for o in r.outputs), default=None) if r.outputs else None
+        notes = list(r.notes)
+        if r.error:
+            notes.insert(0, f"{r.stage}: {r.error}" if r.stage else r.error)
+        if r.cached:
+            notes.append("artifact from cache (compile s is the original compile)")
+        if r.flags.get("tuned") is False:
+            notes.append("untuned: default schedules, no auto-tuning")
+        footnotes.extend(f"[bold]{r.target}[/]: {n}" for n in notes)
+        table.add_row(r.target, f"[{_STYLE.get(r.status, '')}]{r.status}[/]",
+                      _fmt(r.compile_s, ".2f"), _fmt(lat.get("median"), ".4g"), _fmt(lat.get("p10"), ".4g"),
+                      _fmt(lat.get("p90"), ".4g"), _fmt(lat["cv"] * 100, ".1f") + "%" if lat else "-",
+                      _fmt(abs_err, ".2e"), _fmt(rel_err, ".2e"))
+    console.print(table)
+    for note in footnotes:
+        console.print("  " + note, highlight=False, soft_wrap=True)
+
+
+def print_outputs(report: Report, console: Console | None = None) -> None:
+    """Summary of each output of each target (shape, dtype, min, max, mean)."""
+    console = console or _console()
+    if not report.arrays:
+        return
+    table = Table(title="outputs")
+    for col in ("target::output", "dtype", "shape", "min", "max", "mean"):
+        table.add_column(col)
+    for key, arr in report.arrays.items():
+        a = np.asarray(arr)
+        num = a.size and np.issubdtype(a.dtype, np.number)
+        table.add_row(key, str(a.dtype), str(list(a.shape)),
+                      _fmt(float(a.min())) if num else "-", _fmt(float(a.max())) if num else "-",
+                      _fmt(float(a.mean())) if num else "-")
+    console.print(table)
+
+
+def target_rows() -> list[dict[str, Any]]:
+    """Every registered target with its availability, reason and versions.
+
+    Imports each stack (in this process) to ask it.
+    """
+    from compstack import targets as registry
+
+    rows = []
+    aliases: dict[str, list[str]] = {}
+    for alias in registry.ALIASES:
+        for name in registry.resolve(alias):
+            aliases.setdefault(name, []).append(alias)
+    for e in registry.entries():
+        try:
+            cls = registry.get(e.name)
+            avail = cls.availability()
+            row = {"name": e.name, "stack": cls.stack, "device": cls.device, "available": avail.ok,
+                   "reason": avail.reason, "versions": dict(avail.versions), "description": cls.description}
+        except Exception as exc:  # noqa: BLE001 - a broken stack import is that row's reason
+            row = {"name": e.name, "stack": "", "device": e.device, "available": False,
+                   "reason": f"cannot load {e.ref}: {type(exc).__name__}: {exc}", "versions": {}, "description": ""}
+        row["aliases"] = aliases.get(e.name, [])
+        rows.append(row)
+    return rows
+
+
+def print_targets(rows: list[dict[str, Any]], console: Console | None = None) -> None:
+    console = console or _console()
+    table = Table(title="targets")
+    for col in ("target", "device", "available", "versions", "aliases", "description / reason"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["name"], r["device"], "[green]yes[/]" if r["available"] else "[red]no[/]",
+                      ", ".join(f"{k} {v}" for k, v in r["versions"].items()), ", ".join(r["aliases"]),
+                      r["description"] if r["available"] else r["reason"])
+    console.print(table)
+
+
+def print_zoo(rows: list[dict[str, Any]], console: Console | None = None) -> None:
+    console = console or _console()
+    table = Table(title="zoo")
+    for col in ("model", "nodes", "params", "inputs", "description"):
+        table.add_column(col)
+    for r in rows:
+        inputs = r.get("inputs", "")
+        if isinstance(inputs, (list, dict)):
+            inputs = ", ".join(inputs if isinstance(inputs, list) else
+                               [f"{k}{list(v) if not isinstance(v, str) else v}" for k, v in inputs.items()])
+        table.add_row(r["name"], str(r.get("nodes", "")), f"{r.get('params', 0):,}", str(inputs),
+                      str(r.get("description", "")))
+    console.print(table)

@@ -1,0 +1,43 @@
+"""Resolve a model argument of the CLI into a :class:`compstack.ir.SourceModel`.
+
+Accepted forms:
+
+* ``zoo:NAME`` — a model of the built-in zoo (``compstack zoo`` lists them);
+* ``path/to/model.onnx`` — an ONNX file (external data beside it);
+* ``path/to/file.py:function`` — a Python function returning ``(nn.Module, inputs)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from compstack.errors import UserError
+from compstack.ir import SourceModel
+
+__all__ = ["DEFAULT_MODEL", "resolve_model"]
+
+#: The model ``compstack compare`` uses when none is given.
+DEFAULT_MODEL = "zoo:cnn"
+
+
+def resolve_model(spec: str, cache_dir: Path | None = None) -> SourceModel:
+    """Import the model named by ``spec``.
+
+    Raises:
+        UserError: unknown zoo name, missing or malformed file, bad ``file.py:function``.
+    """
+    if spec.startswith("zoo:"):
+        from compstack import zoo
+
+        return zoo.load(spec[4:], cache_dir=cache_dir)
+    path_part, sep, func = spec.rpartition(":")
+    if sep and path_part.endswith(".py"):
+        from compstack.frontends.from_pyfile import import_pyfile
+
+        return import_pyfile(spec)
+    if spec.endswith(".py"):
+        raise UserError(f"{spec}: a Python model needs a function: {spec}:build")
+    from compstack import ir as cir
+
+    model = cir.load(spec)
+    return SourceModel(name=Path(spec).name, model=model, origin="onnx")

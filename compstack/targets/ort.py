@@ -1,0 +1,142 @@
+"""The ``ort-cpu`` target: ONNX Runtime with the CPU execution provider.
+
+Stages: ``onnx`` (the graph handed to ORT) and ``optimized`` (the graph after ORT's
+graph optimizer at the chosen level, written by ``SessionOptions.optimized_model_filepath``;
+fused nodes such as ``com.microsoft:FusedConv`` are visible there). The artifact is that
+optimized model, which a later session loads with graph optimization disabled.
+Reference: ONNX Runtime docs, "Graph optimizations".
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from compstack import ir as cir
+from compstack.target import Availability, Compiled, Lowered, Target, TargetOptions
+
+__all__ = ["OrtCpuTarget", "OrtOptions"]
+
+_LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
+           "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
+
+
+@dataclass(frozen=True)
+class OrtOptions(TargetOptions):
+    """ONNX Runtime session options.
+
+    Attributes:
+        opt_level: graph optimization level: ``disable``, ``basic``, ``extended``
+            or ``all`` (ORT's own default, as its users get it).
+        intra_op_threads: threads per op; 0 lets ORT choose (one per core).
+    """
+
+    opt_level: str = "all"
+    intra_op_threads: int = 0
+
+
+def _session_options(ort: Any, opts: OrtOptions, level: str | None = None) -> Any:
+    so = ort.SessionOptions()
+    key = level or opts.opt_level
+    if key not in _LEVELS:
+        from compstack.errors import UserError
+
+        raise UserError(f"--option opt_level={key}: expected one of {', '.join(_LEVELS)}")
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[key])
+    so.intra_op_num_threads = opts.intra_op_threads
+    so.log_severity_level = 3
+    return so
+
+
+class OrtCpuTarget(Target):
+    """ONNX Runtime, ``CPUExecutionProvider``."""
+
+    name = "ort-cpu"
+    stack = "onnxruntime"
+    device = "cpu"
+    description = "ONNX Runtime, CPU execution provider"
+    Options = OrtOptions
+
+    @classmethod
+    def availability(cls) -> Availability:
+        try:
+            import onnxruntime as ort
+        except ImportError as exc:
+            return Availability(False, f"onnxruntime does not import ({exc}); pip install onnxruntime")
+        if "CPUExecutionProvider" not in ort.get_available_providers():
+            return Availability(False, "this onnxruntime build has no CPUExecutionProvider")
+        return Availability(True, versions={"onnxruntime": ort.__version__})
+
+    def flags(self) -> dict[str, Any]:
+        return {"providers": ["CPUExecutionProvider"], "graph_optimization_level": _LEVELS[self.options.opt_level],
+                "intra_op_num_threads": self.options.intra_op_threads}
+
+    def lower_impl(self, model: ir.Model) -> Lowered:
+        proto = cir.to_proto(model)
+        return _OrtLowered(self, model, proto)
+
+    def load_compiled(self, folder: Path, model: ir.Model) -> Compiled:
+        import onnxruntime as ort
+
+        path = folder / "optimized.onnx"
+        so = _session_options(ort, self.options, level="disable")
+        sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        return _OrtCompiled(self, model, sess, path.read_bytes())
+
+
+class _OrtLowered(Lowered):
+    def __init__(self, target: OrtCpuTarget, model: ir.Model, proto: onnx.ModelProto) -> None:
+        super().__init__(target, model, {"onnx": lambda: cir.to_text(model)})
+        self.proto = proto
+        self._optimized: bytes | None = None
+
+    def _optimize(self) -> tuple[Any, bytes]:
+        import onnxruntime as ort
+
+        opts = self.target.options
+        with tempfile.TemporaryDirectory(prefix="compstack-ort-") as tmp:
+            opt_path = Path(tmp) / "optimized.onnx"
+            so = _session_options(ort, opts)
+            so.optimized_model_filepath = str(opt_path)
+            sess = ort.InferenceSession(self.proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            data = opt_path.read_bytes()
+        return sess, data
+
+    def compile_impl(self) -> Compiled:
+        sess, data = self._optimize()
+        compiled = _OrtCompiled(self.target, self.model, sess, data)
+        self.add_stage("optimized", compiled.stages["optimized"])
+        return compiled
+
+
+def _optimized_text(data: bytes) -> str:
+    proto = onnx.ModelProto()
+    proto.ParseFromString(data)
+    return cir.to_text(ir.serde.deserialize_model(proto))
+
+
+class _OrtCompiled(Compiled):
+    artifact_files = ("optimized.onnx",)
+
+    def __init__(self, target: Target, model: ir.Model, session: Any, optimized: bytes) -> None:
+        super().__init__(target, model)
+        self.session = session
+        self.optimized = optimized
+        self.stages["optimized"] = lambda: _optimized_text(optimized)
+
+    def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        return self.session.run(None, dict(zip(self.input_names, inputs)))
+
+    def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
+        feeds = dict(zip(self.input_names, inputs))
+        run = self.session.run
+        return lambda: run(None, feeds)
+
+    def save_impl(self, folder: Path) -> None:
+        (folder / "optimized.onnx").write_bytes(self.optimized)

@@ -1,0 +1,153 @@
+"""The ``reference`` target: ONNX's own reference evaluator, the oracle.
+
+``onnx.reference.ReferenceEvaluator`` implements the ONNX spec in NumPy. With
+``precision="float64"`` the model is first rewritten to compute in float64 (every
+float32 initializer, constant, Cast target, graph input and output becomes float64),
+so the reference is more precise than any float32 stack it judges; outputs are
+returned in the dtype the original model declares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from compstack import ir as cir
+from compstack.target import Availability, Compiled, Lowered, Target, TargetOptions
+
+__all__ = ["ReferenceTarget", "ReferenceOptions", "to_float64"]
+
+_F32 = onnx.TensorProto.FLOAT
+_F64 = onnx.TensorProto.DOUBLE
+
+
+@dataclass(frozen=True)
+class ReferenceOptions(TargetOptions):
+    """Options of the reference evaluator.
+
+    Attributes:
+        precision: ``"float64"`` (compute float32 models in float64) or ``"native"``.
+        outputs: ``"declared"`` returns outputs in the dtypes the model declares;
+            ``"float64"`` keeps float64 results (how the oracle of a comparison runs).
+    """
+
+    precision: str = "float64"
+    outputs: str = "declared"
+
+
+def _retype(tp: onnx.TypeProto) -> None:
+    if tp.HasField("tensor_type") and tp.tensor_type.elem_type == _F32:
+        tp.tensor_type.elem_type = _F64
+
+
+def _retensor(t: onnx.TensorProto) -> None:
+    if t.data_type == _F32:
+        arr = onnx.numpy_helper.to_array(t).astype(np.float64)
+        t.CopyFrom(onnx.numpy_helper.from_array(arr, t.name))
+
+
+def _retype_graph(g: onnx.GraphProto) -> None:
+    for t in g.initializer:
+        _retensor(t)
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        _retype(v.type)
+    for node in g.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                _retensor(a.t)
+            elif a.type == onnx.AttributeProto.GRAPH:
+                _retype_graph(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    _retype_graph(sub)
+            elif a.name in ("to", "dtype") and a.type == onnx.AttributeProto.INT and a.i == _F32:
+                # Cast(to=FLOAT), EyeLike/RandomNormal(dtype=FLOAT) compute in float64 too.
+                a.i = _F64
+
+
+def to_float64(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``proto`` that computes every float32 tensor in float64.
+
+    Rewrites initializers, ``Constant`` tensors, ``Cast``/``dtype`` attributes that
+    name float32, and the declared types of inputs, outputs and value_info
+    (subgraphs included). Other dtypes (float16, integers) are left as they are.
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(proto)
+    _retype_graph(out.graph)
+    for f in out.functions:
+        for node in f.node:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.TENSOR:
+                    _retensor(a.t)
+    return out
+
+
+class ReferenceTarget(Target):
+    """``onnx.reference.ReferenceEvaluator``; runs everywhere, slow, exact to the spec."""
+
+    name = "reference"
+    stack = "onnx-reference"
+    device = "cpu"
+    description = "ONNX reference evaluator (NumPy), float64 by default: the oracle"
+    Options = ReferenceOptions
+
+    @classmethod
+    def availability(cls) -> Availability:
+        return Availability(True, versions={"onnx": onnx.__version__, "numpy": np.__version__})
+
+    def lower_impl(self, model: ir.Model) -> Lowered:
+        proto = cir.to_proto(model)
+        if self.options.precision == "float64":
+            proto = to_float64(proto)
+        lowered = _RefLowered(self, model, {"onnx": lambda: cir.to_text(model)})
+        lowered.proto = proto
+        return lowered
+
+    def load_compiled(self, folder: Path, model: ir.Model) -> Compiled:
+        proto = onnx.load(str(folder / "model.onnx"))
+        return _RefCompiled(self, model, proto)
+
+
+class _RefLowered(Lowered):
+    proto: onnx.ModelProto
+
+    def compile_impl(self) -> Compiled:
+        return _RefCompiled(self.target, self.model, self.proto)
+
+
+class _RefCompiled(Compiled):
+    artifact_files = ("model.onnx",)
+
+    def __init__(self, target: Target, model: ir.Model, proto: onnx.ModelProto) -> None:
+        super().__init__(target, model)
+        from onnx.reference import ReferenceEvaluator
+
+        self.proto = proto
+        self.session = ReferenceEvaluator(proto)
+        self.out_dtypes = [v.dtype.numpy() if v.dtype is not None else None for v in model.graph.outputs]
+        self.in_dtypes = {
+            v.name: onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)
+            for v in proto.graph.input
+            if v.type.HasField("tensor_type")
+        }
+
+    def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        feeds: dict[str, Any] = {}
+        for name, arr in zip(self.input_names, inputs):
+            want = self.in_dtypes.get(name)
+            feeds[name] = arr.astype(want) if want is not None and arr.dtype != want else arr
+        outs = [np.asarray(o) for o in self.session.run(None, feeds)]
+        keep64 = self.target.options.outputs == "float64"
+        return [
+            o if dt is None or o.dtype == dt or (keep64 and o.dtype == np.float64) else o.astype(dt)
+            for o, dt in zip(outs, self.out_dtypes)
+        ]
+
+    def save_impl(self, folder: Path) -> None:
+        onnx.save(self.proto, str(folder / "model.onnx"))

@@ -93,7 +93,8 @@ def _compare_one(name: str, actual: np.ndarray, ref: np.ndarray, expected_dtype:
     a_nan, b_nan = np.isnan(a), np.isnan(b)
     a_inf, b_inf = np.isinf(a), np.isinf(b)
     finite = np.isfinite(a) & np.isfinite(b)
-    diff = np.abs(a - b)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(a - b)
     diff_f = diff[finite]
     max_abs = float(diff_f.max()) if diff_f.size else 0.0
     nz = finite & (b != 0)

@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 from compstack.errors import UserError
 from compstack.target import Target
 
-__all__ = ["TargetEntry", "names", "entries", "get", "resolve", "ALIASES"]
+__all__ = ["TargetEntry", "names", "entries", "get", "resolve", "register", "ALIASES"]
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,23 @@ _TABLE: tuple[TargetEntry, ...] = (
 ALIASES: dict[str, str] = {"cpu": "device:cpu"}
 
 
+_EXTRA: list[TargetEntry] = []
+
+
+def register(name: str, ref: str, device: str = "cpu", default: bool = False) -> None:
+    """Register a target at run time (``ref`` = ``"module:Class"``, importable by workers).
+
+    Raises:
+        UserError: the name is taken.
+    """
+    if name in names():
+        raise UserError(f"target '{name}' is already registered")
+    _EXTRA.append(TargetEntry(name, ref, device, default))
+
+
 def entries() -> list[TargetEntry]:
-    """Built-in entries plus those of the ``compstack.targets`` entry-point group."""
-    rows = list(_TABLE)
+    """Built-in entries, run-time registrations, and the ``compstack.targets`` entry-point group."""
+    rows = list(_TABLE) + _EXTRA
     known = {e.name for e in rows}
     for ep in entry_points(group="compstack.targets"):
         if ep.name not in known:

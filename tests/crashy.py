@@ -1,0 +1,71 @@
+"""Targets made to misbehave, for the isolation tests (imported by worker processes).
+
+Each wraps ort-cpu but breaks in ``run``: a segfault, a hang, or a memory hog.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+import numpy as np
+
+from compstack.targets.ort import OrtCpuTarget, _OrtCompiled, _OrtLowered
+
+
+class _CrashCompiled(_OrtCompiled):
+    def run_impl(self, inputs):  # noqa: ANN001
+        mode = self.target.mode
+        if mode == "segfault":
+            ctypes.string_at(0)  # reads address 0: SIGSEGV
+        elif mode == "abort":
+            os.abort()
+        elif mode == "hang":
+            time.sleep(3600)
+        elif mode == "hog":
+            blocks = []
+            while True:  # touch 64 MiB at a time until the runner kills us
+                blocks.append(np.ones(8 * 2**20, dtype=np.float64))
+        elif mode == "raise":
+            raise RuntimeError("injected stack failure\nwith a second line")
+        return super().run_impl(inputs)
+
+
+class _CrashLowered(_OrtLowered):
+    def compile_impl(self):  # noqa: ANN201
+        inner = super().compile_impl()
+        inner.__class__ = _CrashCompiled
+        return inner
+
+
+class _Base(OrtCpuTarget):
+    mode = ""
+
+    def lower_impl(self, model):  # noqa: ANN001, ANN201
+        lowered = super().lower_impl(model)
+        lowered.__class__ = _CrashLowered
+        return lowered
+
+    def load_compiled(self, folder, model):  # noqa: ANN001, ANN201
+        raise RuntimeError("never cached")
+
+
+class SegfaultTarget(_Base):
+    name, mode = "crash-segfault", "segfault"
+
+
+class AbortTarget(_Base):
+    name, mode = "crash-abort", "abort"
+
+
+class HangTarget(_Base):
+    name, mode = "crash-hang", "hang"
+
+
+class HogTarget(_Base):
+    name, mode = "crash-hog", "hog"
+
+
+class RaiseTarget(_Base):
+    name, mode = "crash-raise", "raise"

@@ -4,6 +4,9 @@ Precedence: explicit argument (CLI flag) > environment variable > default.
 
 * cache folder: ``--cache-dir`` > ``COMPSTACK_CACHE_DIR`` > ``~/.cache/compstack``
   (``$XDG_CACHE_HOME/compstack`` when set).
+
+``COMPSTACK_SAVE_TEMPS`` and ``COMPSTACK_TOOL_*`` belong to the compiler-tool wrapper
+and are read by :func:`compstack.tools.tool_settings`.
 * results database: ``--db`` > ``COMPSTACK_DB`` > ``.compstack/results.sqlite``.
 """
 
@@ -23,12 +26,10 @@ class Settings:
     Attributes:
         cache_dir: where compiled artifacts and exported zoo models are cached.
         db: the SQLite results database.
-        save_temps: ``COMPSTACK_SAVE_TEMPS``: keep compiler inputs/outputs there.
     """
 
     cache_dir: Path
     db: Path
-    save_temps: Path | None
 
 
 def settings(cache_dir: str | Path | None = None, db: str | Path | None = None) -> Settings:
@@ -40,5 +41,4 @@ def settings(cache_dir: str | Path | None = None, db: str | Path | None = None) 
         )
     if db is None:
         db = env.get("COMPSTACK_DB") or Path(".compstack") / "results.sqlite"
-    temps = env.get("COMPSTACK_SAVE_TEMPS")
-    return Settings(Path(cache_dir).expanduser(), Path(db).expanduser(), Path(temps) if temps else None)
+    return Settings(Path(cache_dir).expanduser(), Path(db).expanduser())

@@ -24,6 +24,7 @@ __all__ = [
     "UnavailableError",
     "UnsupportedError",
     "ToolError",
+    "ToolTimeoutError",
 ]
 
 
@@ -82,3 +83,15 @@ class ToolError(CompstackError):
         if temps is not None:
             msg += f" (temps kept in {temps})"
         super().__init__(msg)
+
+
+class ToolTimeoutError(ToolError):
+    """A tool ran past its time limit and was killed (exit status 124, like ``timeout``).
+
+    Attributes:
+        timeout: the limit, in seconds.
+    """
+
+    def __init__(self, argv: Sequence[str], timeout: float, stderr: str, temps: Path | None) -> None:
+        self.timeout = timeout
+        super().__init__(argv, 124, f"{stderr}\nerror: timed out after {timeout:g} s", temps)

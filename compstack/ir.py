@@ -235,6 +235,22 @@ def _fix_node_names(model: ir.Model) -> None:
         seen.add(name)
 
 
+def inline_functions(model: ir.Model) -> ir.Model:
+    """``model`` with its model-local functions inlined into the main graph.
+
+    Returns ``model`` itself when it has no functions, else a copy
+    (``onnx_ir.passes.common.InlinePass``); TVM's and IREE's ONNX importers do not call
+    local functions.
+    """
+    if not model.functions:
+        return model
+    from onnx_ir.passes.common import InlinePass
+
+    copy = ir.serde.deserialize_model(to_proto(model))
+    InlinePass()(copy)
+    return copy
+
+
 def to_proto(model: ir.Model) -> onnx.ModelProto:
     """Serialise the common IR to a ``ModelProto`` (initializers inline)."""
     return ir.serde.serialize_model(model)
@@ -456,4 +472,4 @@ class SourceModel:
         return fingerprint(self.model)
 
 
-__all__ += ["SourceModel", "source_of", "tensor_bytes", "check"]
+__all__ += ["SourceModel", "source_of", "tensor_bytes", "check", "inline_functions"]

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from compstack.errors import CompstackError, UnavailableError, UnsupportedError, UserError
+from compstack.errors import CompstackError, ToolTimeoutError, UnavailableError, UnsupportedError, UserError
 
 __all__ = ["Job", "JobOutcome", "execute", "STAGES", "pack_sets", "unpack_sets"]
 
@@ -200,6 +200,8 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         outcome.status, outcome.error = "unavailable", str(exc)
     except UserError:
         raise
+    except ToolTimeoutError as exc:  # a compiler tool hung and was killed: the row times out
+        outcome.status, outcome.error, outcome.log = "timeout", str(exc), exc.stderr_tail
     except CompstackError as exc:  # ToolError and friends: the stack failed
         outcome.status, outcome.error = "failed", str(exc)
         outcome.log = getattr(exc, "stderr_tail", "") or traceback.format_exc()

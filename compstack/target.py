@@ -126,7 +126,8 @@ class Target:
         return self.options.to_dict()
 
     def unsupported_ops(self, model: ir.Model) -> list[str]:
-        """Every op of ``model`` this stack is known not to take, as ``domain::Op``.
+        """Every op of ``model`` this stack is known not to take: ``Op`` for the default
+        ai.onnx domain, ``domain::Op`` for others.
 
         The default knows none; stacks with an op table override it.
         """

@@ -1,0 +1,364 @@
+"""The ``iree-llvm-cpu`` target: IREE with the ``llvm-cpu`` backend on the local device.
+
+Lowering writes the model to ONNX, imports it to MLIR (torch dialect, ``onnx.*`` ops)
+with IREE's ONNX importer, and runs ``iree-compile --compile-to=input`` at once, so an
+op IREE cannot convert fails at ``lower`` as :class:`~compstack.errors.UnsupportedError`
+(IREE reports the first such op only). Compiling resumes from that phase
+(``--compile-from=input``) to a ``.vmfb`` with the host CPU's features
+(``--iree-llvmcpu-target-cpu=host``, as IREE users do). Running uses ``iree.runtime``.
+
+Stages, in pipeline order (``iree-compile`` phases; see ``iree-compile --help``,
+``--compile-to``):
+
+* ``torch-onnx``: the imported MLIR (``torch.operator "onnx.*"`` ops).
+* ``input``: after input conversion (linalg/tensor/arith), computed at lower time.
+* ``flow``, ``stream``, ``hal``, ``vm``: made on demand by
+  ``iree-compile --compile-from=input --compile-to=<phase>``; ``flow`` holds one
+  ``flow.executable`` per dispatch (the fusion groups).
+
+By default the import keeps each ONNX node's name as its MLIR location
+(``loc("node_name")``; ``iree-import-onnx`` has no option for that, so the importer's
+Python API runs in a subprocess instead); errors from ``iree-compile`` then name the
+node. Locations and large constants are elided from the stage texts (constants are
+replaced by a size and content hash); the files under ``COMPSTACK_SAVE_TEMPS`` keep
+everything.
+
+Recipe and traps: ``/work/shared/notes/STACKS.md`` section 5.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from compstack import ir as cir
+from compstack import tools
+from compstack.errors import ToolError, UnavailableError, UnsupportedError, UserError
+from compstack.target import Availability, Compiled, Lowered, Target, TargetOptions
+
+__all__ = ["IreeLlvmCpuTarget", "IreeOptions"]
+
+#: Phases after ``input`` that are offered as lazy stages.
+_LAZY_PHASES = ("flow", "stream", "hal", "vm")
+
+#: Runs IREE's ONNX importer (as ``iree-import-onnx`` does) and prints the module *with*
+#: locations (node names). Written into the scratch folder and run as a script, so
+#: ``COMPSTACK_SAVE_TEMPS`` keeps a replayable command.
+_IMPORT_SCRIPT = """\
+# Written by compstack.targets.iree: python import_onnx.py MODEL.onnx OUT.mlir
+import sys, onnx
+from iree.compiler.extras import onnx_importer
+from iree.compiler.ir import Context
+src, dst = sys.argv[1], sys.argv[2]
+model = onnx.load(src)
+try:
+    model = onnx.shape_inference.infer_shapes(model, data_prop=True)
+except ValueError:
+    pass
+info = onnx_importer.ModelInfo(model)
+module = info.create_module(context=Context()).operation
+onnx_importer.NodeImporter.define_function(info.main_graph, module).import_all()
+module.verify()
+with open(dst, "w") as f:
+    f.write(module.get_asm(assume_verified=True, enable_debug_info=True))
+"""
+
+_ILLEGAL_OP = re.compile(
+    r"""(?:loc\("(?P<node>[^"]*)"\):\s*)?failed to legalize operation 'torch\.operator'"""
+    r""".*?name = "onnx\.(?P<op>[\w.]+)\"""")
+_FUNC = re.compile(r'func\.func @(?:"([^"]+)"|([\w$.\-]+))\(')
+_HEX = re.compile(r'"0x([0-9A-Fa-f]{256,})"')
+_LOC_ALIAS_DEF = re.compile(r"^#loc\d*\s*=\s*loc\(.*\)\n?", re.M)
+_LOC_USE = re.compile(r"""[ \t]*loc\((?:#loc\d*|"[^"\n]*"|unknown)\)""")
+
+_IREE_DTYPES = {
+    "float32": "f32", "float16": "f16", "float64": "f64", "bfloat16": "bf16", "bool": "i1",
+    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "ui8", "uint16": "ui16", "uint32": "ui32", "uint64": "ui64",
+}
+
+
+@dataclass(frozen=True)
+class IreeOptions(TargetOptions):
+    """Options of the ``iree-llvm-cpu`` target.
+
+    Attributes:
+        target_cpu: ``--iree-llvmcpu-target-cpu`` (``host``: this machine's CPU and
+            features; or an LLVM CPU name such as ``znver4``).
+        extra_flags: more ``iree-compile`` flags, appended last.
+        driver: the ``iree.runtime`` driver/device (``local-task``: multi-threaded;
+            ``local-sync``: the calling thread only).
+        compile_timeout_s: limit for each ``iree-compile``/import run, in seconds.
+        keep_locations: import with ONNX node names as MLIR locations (else plain
+            ``iree-import-onnx``, which drops them).
+    """
+
+    target_cpu: str = "host"
+    extra_flags: tuple[str, ...] = ()
+    driver: str = "local-task"
+    compile_timeout_s: float = 600.0
+    keep_locations: bool = True
+
+
+class IreeLlvmCpuTarget(Target):
+    """IREE, ``llvm-cpu`` HAL backend, run on the local CPU device."""
+
+    name = "iree-llvm-cpu"
+    stack = "iree"
+    device = "cpu"
+    description = "IREE, llvm-cpu backend, local-task runtime"
+    Options = IreeOptions
+    #: File suffix of each stage's text when written to disk.
+    stage_suffix: ClassVar[dict[str, str]] = {s: ".mlir" for s in ("torch-onnx", "input", *_LAZY_PHASES)}
+
+    options: IreeOptions
+
+    @classmethod
+    def availability(cls) -> Availability:
+        """Whether the IREE compiler (with its ONNX importer) and runtime are installed."""
+        import importlib.util
+
+        versions = {d: _dist_version(d) for d in ("iree-base-compiler", "iree-base-runtime")}
+        versions = {k: v for k, v in versions.items() if v}
+        if importlib.util.find_spec("iree.compiler") is None:
+            return Availability(False, "IREE compiler missing; pip install iree-base-compiler", versions)
+        if importlib.util.find_spec("iree.compiler.extras.onnx_importer") is None:
+            return Availability(False, "this IREE compiler has no ONNX importer (needs torch support)", versions)
+        try:
+            tools.find_tool("iree-compile")
+            import iree.runtime as rt
+        except UnavailableError as exc:
+            return Availability(False, str(exc), versions)
+        except ImportError as exc:
+            return Availability(False, f"iree.runtime does not import ({exc}); pip install iree-base-runtime",
+                                versions)
+        if "local-task" not in rt.query_available_drivers():
+            return Availability(False, "this iree.runtime has no local-task driver", versions)
+        return Availability(True, versions=versions)
+
+    def compile_flags(self) -> list[str]:
+        """The ``iree-compile`` flags (no input, output or phase flags)."""
+        return ["--iree-hal-target-device=local",
+                "--iree-hal-local-target-device-backends=llvm-cpu",
+                f"--iree-llvmcpu-target-cpu={self.options.target_cpu}",
+                *self.options.extra_flags]
+
+    def flags(self) -> dict[str, Any]:
+        """The full ``iree-compile`` flag list, importer and runtime driver."""
+        return {"iree-compile": self.compile_flags(),
+                "import": "onnx_importer (node names as locations)" if self.options.keep_locations
+                else "iree-import-onnx",
+                "driver": self.options.driver,
+                "compile_timeout_s": self.options.compile_timeout_s}
+
+    def lower_impl(self, model: ir.Model) -> Lowered:
+        scratch = tools.Scratch("iree")
+        onnx_path = cir.save(cir.inline_functions(model), scratch.path / "model.onnx")
+        mlir = scratch.path / "model.mlir"
+        if self.options.keep_locations:
+            script = scratch.path / "import_onnx.py"
+            script.write_text(_IMPORT_SCRIPT)
+            argv: list[Any] = [sys.executable, script, onnx_path, mlir]
+        else:
+            argv = [tools.find_tool("iree-import-onnx"), onnx_path, "-o", mlir]
+        tools.run_tool(argv, timeout=self.options.compile_timeout_s, temps=scratch)
+        text = mlir.read_text()
+        found = _FUNC.search(text)
+        function = (found.group(1) or found.group(2)) if found else None
+        lowered = _IreeLowered(self, model, scratch, function)
+        lowered.run_phase("input", start=mlir, output=scratch.path / "input.mlir", debuginfo=True)
+        return lowered
+
+    def load_compiled(self, folder: Path, model: ir.Model) -> Compiled:
+        """Load ``folder/model.vmfb``; the entry function is detected from its exports.
+
+        Raises:
+            FileNotFoundError: no ``model.vmfb`` there.
+            RuntimeError: the runtime rejects the module, or it has no single entry point.
+        """
+        path = folder / "model.vmfb"
+        compiled = _IreeCompiled(self, model, path.read_bytes(), None)
+        compiled.set_module_path(path.resolve())
+        return compiled
+
+
+def _dist_version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return ""
+
+
+def _display(text: str) -> str:
+    """Stage text for people and diffs: locations dropped, big constants elided."""
+    text = _LOC_USE.sub("", _LOC_ALIAS_DEF.sub("", text))
+
+    def elide(m: re.Match[str]) -> str:
+        blob = m.group(1)
+        digest = hashlib.sha256(blob.encode()).hexdigest()[:8]
+        return f'"0x...<{len(blob) // 2} bytes #{digest}>"'
+
+    return _HEX.sub(elide, text)
+
+
+def _unsupported(exc: ToolError, target: str) -> UnsupportedError | None:
+    """An UnsupportedError when ``iree-compile`` failed on an ``onnx.*`` op it cannot convert."""
+    hits = [m for m in _ILLEGAL_OP.finditer(exc.stderr_tail)]
+    if not hits:
+        return None
+    ops = sorted({m.group("op") for m in hits})
+    nodes = sorted({m.group("node") for m in hits if m.group("node")})
+    where = f" (node {', '.join(nodes)})" if nodes else ""
+    return UnsupportedError(f"{target}: unsupported ops: {', '.join(ops)}{where}; "
+                            "iree-compile reports the first one only", ops)
+
+
+class _IreeLowered(Lowered):
+    target: IreeLlvmCpuTarget
+
+    def __init__(self, target: IreeLlvmCpuTarget, model: ir.Model, scratch: tools.Scratch,
+                 function: str | None) -> None:
+        self.scratch = scratch
+        self.function = function
+        stages: dict[str, str | Callable[[], str]] = {
+            "torch-onnx": lambda: _display((scratch.path / "model.mlir").read_text()),
+            "input": lambda: _display((scratch.path / "input.mlir").read_text()),
+        }
+        for phase in _LAZY_PHASES:
+            stages[phase] = self._lazy(phase)
+        super().__init__(target, model, stages)
+
+    def _lazy(self, phase: str) -> Callable[[], str]:
+        def text() -> str:
+            out = self.scratch.path / f"{phase}.mlir"
+            self.run_phase(phase, start=self.scratch.path / "input.mlir", output=out)
+            return _display(out.read_text())
+
+        return text
+
+    def run_phase(self, phase: str | None, *, start: Path, output: Path, debuginfo: bool = False) -> None:
+        """Run ``iree-compile`` from ``start`` up to ``phase`` (None: the whole way to a vmfb).
+
+        Raises:
+            UnsupportedError: an ``onnx.*`` op has no conversion in IREE.
+            ToolError: any other ``iree-compile`` failure (ToolTimeoutError past the limit).
+        """
+        argv: list[Any] = [tools.find_tool("iree-compile"), start, *self.target.compile_flags()]
+        if start.name != "model.mlir":
+            argv.append("--compile-from=input")
+        if phase is not None:
+            argv.append(f"--compile-to={phase}")
+        if debuginfo:
+            argv.append("--mlir-print-debuginfo")
+        argv += ["-o", output]
+        try:
+            tools.run_tool(argv, timeout=self.target.options.compile_timeout_s, temps=self.scratch)
+        except ToolError as exc:
+            unsupported = _unsupported(exc, self.target.name)
+            if unsupported is not None:
+                raise unsupported from exc
+            raise
+
+    def compile_impl(self) -> Compiled:
+        vmfb = self.scratch.path / "model.vmfb"
+        self.run_phase(None, start=self.scratch.path / "input.mlir", output=vmfb)
+        return _IreeCompiled(self.target, self.model, vmfb.read_bytes(), self.function)
+
+
+def _pick_function(names: Sequence[str], expected: str | None) -> str:
+    """The synchronous entry point among a module's exports (not ``$async``, not ``__init``)."""
+    entry = [n for n in names if "$" not in n and not n.startswith("__")]
+    if expected in entry:
+        return expected  # type: ignore[return-value]
+    if len(entry) == 1:
+        return entry[0]
+    for name in ("main_graph", "main"):
+        if name in entry:
+            return name
+    raise RuntimeError(f"cannot tell the entry function among {', '.join(names)}")
+
+
+def _input_flag(value: cir.ModelInput) -> str:
+    """``--input=`` for ``iree-run-module``: zeros of the static shape, else a ``.npy`` file."""
+    dtype = _IREE_DTYPES.get(np.dtype(value.dtype).name)
+    if not value.is_static or dtype is None:
+        return f"--input=@{value.name}.npy"
+    dims = "x".join(str(d) for d in value.shape)
+    return f"--input={dims + 'x' if dims else ''}{dtype}=0"
+
+
+class _IreeCompiled(Compiled):
+    """A ``.vmfb`` loaded into an ``iree.runtime`` context on the chosen driver.
+
+    Attributes:
+        vmfb: the module bytes.
+        function: the entry function that runs the model.
+        run_command: the ``iree-run-module`` command line that runs this artifact
+            with zero inputs (``.npy`` files for dynamic shapes); the module path is
+            ``model.vmfb`` until the artifact is saved or loaded from a folder.
+    """
+
+    artifact_files = ("model.vmfb",)
+
+    def __init__(self, target: IreeLlvmCpuTarget, model: ir.Model, vmfb: bytes, function: str | None) -> None:
+        import iree.runtime as rt
+
+        super().__init__(target, model)
+        self.vmfb = vmfb
+        self.driver = target.options.driver
+        _check_driver(self.driver)
+        self.config = rt.Config(self.driver)
+        self.vm_module = rt.VmModule.copy_buffer(self.config.vm_instance, vmfb)
+        self.function = _pick_function(self.vm_module.function_names, function)
+        context = rt.SystemContext(config=self.config)
+        context.add_vm_module(self.vm_module)
+        self._fn = context.modules[self.vm_module.name][self.function]
+        self._context = context
+        self.run_command = ""
+        self.set_module_path(Path("model.vmfb"))
+
+    def set_module_path(self, path: Path) -> None:
+        """Rebuild :attr:`run_command` for the artifact at ``path``."""
+        try:
+            tool = str(tools.find_tool("iree-run-module"))
+        except UnavailableError:
+            tool = "iree-run-module"
+        argv = [tool, f"--device={self.driver}", f"--module={path}", f"--function={self.function}"]
+        argv += [_input_flag(v) for v in cir.graph_inputs(self.model)]
+        self.run_command = tools.format_command(argv)
+
+    def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        out = self._fn(*[np.ascontiguousarray(a) for a in inputs])
+        items = out if isinstance(out, (list, tuple)) else [out]
+        return [np.asarray(o.to_host()) if hasattr(o, "to_host") else np.asarray(o) for o in items]
+
+    def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
+        import iree.runtime as rt
+
+        device = self.config.device
+        args = [rt.asdevicearray(device, np.ascontiguousarray(a)) for a in inputs]
+        fn = self._fn
+        # The synchronous entry point waits on its fence before returning.
+        return lambda: fn(*args)
+
+    def save_impl(self, folder: Path) -> None:
+        path = folder / "model.vmfb"
+        path.write_bytes(self.vmfb)
+        self.set_module_path(path.resolve())
+
+
+def _check_driver(driver: str) -> None:
+    """Raise :class:`UserError` for a driver name ``iree.runtime`` does not know."""
+    import iree.runtime as rt
+
+    if driver not in rt.query_available_drivers():
+        raise UserError(f"--option driver={driver}: not one of {', '.join(rt.query_available_drivers())}")

@@ -1,0 +1,325 @@
+"""The ``tvm-llvm`` target: Apache TVM Relax on the CPU (LLVM), untuned.
+
+Lowering imports the model with ``tvm.relax.frontend.onnx.from_onnx`` (weights
+folded in as constants). Compiling runs the target's default Relax pipeline
+(``relax.get_default_pipeline(target)``: legalize, FuseOps/FuseTIR, memory planning,
+VM lowering) -- plain ``tvm.compile(mod, target)`` does *not* fuse -- then TVM's TIR
+pipeline and LLVM. No MetaSchedule/DLight runs on CPU: the loops are TVM's default,
+untuned schedules (``flags()["tuned"]`` is False).
+
+Stages, in pipeline order:
+
+* ``relax``: the imported IRModule.
+* ``relax-fused``: after FuseTIR (Relax ``main`` plus the fused PrimFuncs, named
+  ``fused_<ops>``); before compilation it is computed by running the pipeline's
+  dispatch and legalize phases, after it is the module the compile saw.
+* ``relax-final`` (after compile): the module after the last Relax pass
+  (``AttachGlobalSymbol``: VM builtins, planned memory, PrimFuncs).
+* ``tir`` (after compile): the PrimFuncs of ``relax-final``, one per generated kernel.
+* ``tir-lowered`` (after compile): the kernels after TVM's TIR lowering (flattened,
+  vectorised, packed API), as handed to LLVM.
+* ``llvm``, ``asm`` (after compile): the generated LLVM IR and assembly.
+
+With the option ``pass_stages=True`` the module after every Relax-level pass is kept
+as well, as ``relax.NN.<PassName>`` (about 30 stages, text made on demand).
+
+Recipe and traps: ``/work/shared/notes/STACKS.md`` section 4 (TVM 0.27: dict targets
+only, ``tvm.runtime.tensor``, VM from ``relax.VirtualMachine``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+import onnx_ir as ir
+
+from compstack import ir as cir
+from compstack.target import Availability, Compiled, Lowered, Target, TargetOptions
+
+__all__ = ["TvmLlvmTarget", "TvmOptions"]
+
+#: Domains whose ops TVM's ONNX frontend dispatches by op type alone.
+_TVM_DOMAINS = frozenset({"", "ai.onnx", "com.microsoft"})
+#: Ops the frontend handles outside its converter map.
+_DIRECT_OPS = frozenset({"Constant", "If"})
+
+
+@dataclass(frozen=True)
+class TvmOptions(TargetOptions):
+    """Options of the ``tvm-llvm`` target.
+
+    Attributes:
+        opt_level: ``tvm.transform.PassContext(opt_level=...)`` (0-3).
+        num_cores: the target's ``num-cores``; 0 means ``os.cpu_count()``.
+        mcpu: LLVM CPU name (``skylake-avx512``); empty means this host's CPU
+            (``llvm_get_system_cpu()``), as TVM users set ``-mcpu=native``.
+        pass_stages: also keep the module after every Relax pass as a stage.
+    """
+
+    opt_level: int = 3
+    num_cores: int = 0
+    mcpu: str = ""
+    pass_stages: bool = False
+
+
+def _op_label(domain: str, op_type: str) -> str:
+    return f"{domain}::{op_type}" if domain not in ("", "ai.onnx") else op_type
+
+
+def _node_ops(nodes: Any, functions: Any, seen: set[Any]) -> list[tuple[str, str]]:
+    """(domain, op_type) of ``nodes`` and their subgraphs, calls to local functions expanded."""
+    out: list[tuple[str, str]] = []
+    for node in nodes:
+        key = (node.domain, node.op_type, node.overload)
+        if key in functions:
+            if key not in seen:
+                seen.add(key)
+                out += _node_ops(functions[key], functions, seen)
+            continue
+        out.append((node.domain, node.op_type))
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                out += _node_ops(attr.value, functions, seen)
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for g in attr.value:
+                    out += _node_ops(g, functions, seen)
+    return out
+
+
+class TvmLlvmTarget(Target):
+    """TVM Relax, LLVM CPU backend, default (untuned) pipeline."""
+
+    name = "tvm-llvm"
+    stack = "tvm"
+    device = "cpu"
+    description = "Apache TVM Relax, LLVM CPU codegen, default pipeline (untuned)"
+    Options = TvmOptions
+    #: File suffix of each stage's text when written to disk (TVMScript is Python).
+    stage_suffix: ClassVar[dict[str, str]] = {
+        "relax": ".py", "relax-fused": ".py", "relax-final": ".py", "tir": ".py", "tir-lowered": ".py",
+        "llvm": ".ll", "asm": ".s"}
+
+    options: TvmOptions
+
+    @classmethod
+    def availability(cls) -> Availability:
+        """Whether ``apache-tvm`` imports here and was built with LLVM."""
+        try:
+            import tvm
+            from tvm.relax.frontend import onnx as _  # noqa: F401
+        except ImportError as exc:
+            return Availability(False, f"tvm does not import ({exc}); pip install apache-tvm")
+        versions = {"apache-tvm": _dist_version("apache-tvm", tvm.__version__)}
+        if not tvm.runtime.enabled("llvm"):
+            return Availability(False, "this TVM build has no LLVM backend (USE_LLVM=OFF)", versions)
+        return Availability(True, versions=versions)
+
+    def target_dict(self) -> dict[str, Any]:
+        """The ``tvm.target.Target`` as a dict (string targets with ``-mcpu`` are rejected in 0.27)."""
+        from tvm.target import codegen
+
+        return {"kind": "llvm", "num-cores": self.options.num_cores or os.cpu_count() or 1,
+                "mcpu": self.options.mcpu or codegen.llvm_get_system_cpu()}
+
+    def flags(self) -> dict[str, Any]:
+        """Target dict, pipeline, opt level; ``tuned`` is False (no MetaSchedule on CPU)."""
+        return {"target": self.target_dict(),
+                "pipeline": "relax.get_default_pipeline (relax.backend.cpu_generic)",
+                "opt_level": self.options.opt_level, "tuned": False,
+                "frontend": "relax.frontend.onnx.from_onnx(keep_params_in_input=False)"}
+
+    def unsupported_ops(self, model: ir.Model) -> list[str]:
+        """Ops missing from TVM's ONNX converter map (``_get_convert_map()``), all at once.
+
+        Model-local functions are expanded (they are inlined before import); ops of
+        subgraphs are included. Ops of a domain other than ai.onnx/com.microsoft are
+        listed too: the frontend would dispatch them by op type alone.
+        """
+        from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
+
+        known = set(_get_convert_map()) | _DIRECT_OPS
+        missing = {_op_label(d, op) for d, op in _node_ops(model.graph, model.functions, set())
+                   if d not in _TVM_DOMAINS or op not in known}
+        return sorted(missing)
+
+    def lower_impl(self, model: ir.Model) -> Lowered:
+        from tvm.relax.frontend.onnx import from_onnx
+
+        mod = from_onnx(cir.to_proto(cir.inline_functions(model)), keep_params_in_input=False)
+        return _TvmLowered(self, model, mod)
+
+    def load_compiled(self, folder: Path, model: ir.Model) -> Compiled:
+        """Load ``folder/model.so`` (written by :meth:`Compiled.save`) into a new VM.
+
+        Raises:
+            FileNotFoundError: no ``model.so`` there.
+            tvm.error.TVMError: the library cannot be loaded.
+        """
+        import tvm
+
+        path = folder / "model.so"
+        if not path.is_file():
+            raise FileNotFoundError(path)
+        lib = tvm.runtime.load_module(str(path))
+        return _TvmCompiled(self, model, lib, export=lambda dst: shutil.copyfile(path, dst))
+
+
+def _dist_version(dist: str, fallback: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return fallback
+
+
+def _script(mod: Any) -> Callable[[], str]:
+    return lambda: mod.script(show_meta=False)
+
+
+def _is_relax_module(mod: Any) -> bool:
+    from tvm import relax
+
+    return any(isinstance(f, relax.Function) for f in mod.functions.values())
+
+
+def _kernels_only(mod: Any) -> Any:
+    """The PrimFuncs of ``mod`` as their own IRModule."""
+    import tvm
+    from tvm import relax
+
+    return tvm.IRModule({gv: f for gv, f in mod.functions.items() if not isinstance(f, relax.Function)})
+
+
+def _recorder(keep_all: bool) -> tuple[Any, dict[str, Any], list[tuple[str, Any]]]:
+    """A pass instrument keeping module *references* (no text) at the stages we show."""
+    import tvm
+
+    marks: dict[str, Any] = {}
+    passes: list[tuple[str, Any]] = []
+
+    @tvm.instrument.pass_instrument
+    class _Keep:
+        def run_after_pass(self, mod: Any, info: Any) -> None:
+            name = info.name
+            if _is_relax_module(mod):
+                marks["relax-final"] = mod
+                if name == "FuseTIR":
+                    marks["relax-fused"] = mod
+                if keep_all and name not in ("sequential", "_pipeline"):
+                    passes.append((name, mod))
+            elif len(mod.functions):
+                marks["tir-lowered"] = mod
+
+    return _Keep(), marks, passes
+
+
+class _TvmLowered(Lowered):
+    target: TvmLlvmTarget
+
+    def __init__(self, target: TvmLlvmTarget, model: ir.Model, mod: Any) -> None:
+        super().__init__(target, model, {"relax": _script(mod), "relax-fused": self._fused_text})
+        self.mod = mod
+
+    def _tvm_target(self) -> Any:
+        import tvm
+
+        return tvm.target.Target(self.target.target_dict())
+
+    def _fused_text(self) -> str:
+        """FuseTIR output without compiling: the pipeline's dispatch + legalize phases."""
+        import tvm
+        from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+        target = self._tvm_target()
+        with target, tvm.transform.PassContext(opt_level=self.target.options.opt_level):
+            seq = tvm.transform.Sequential(cpu.library_dispatch_passes(target) + cpu.legalize_passes(target))
+            return seq(self.mod).script(show_meta=False)
+
+    def compile_impl(self) -> Compiled:
+        import tvm
+        from tvm import relax
+
+        target = self._tvm_target()
+        keep, marks, passes = _recorder(self.target.options.pass_stages)
+        with tvm.transform.PassContext(opt_level=self.target.options.opt_level, instruments=[keep]):
+            ex = tvm.compile(self.mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
+        compiled = _TvmCompiled(self.target, self.model, ex, export=lambda dst: ex.export_library(str(dst)))
+        compiled.pass_names = [name for name, _ in passes]
+        stages: dict[str, Callable[[], str]] = {}
+        for i, (name, mod) in enumerate(passes):
+            stages[f"relax.{i:02d}.{name}"] = _script(mod)
+        for name in ("relax-fused", "relax-final"):
+            if name in marks:
+                stages[name] = _script(marks[name])
+        if "relax-final" in marks:
+            stages["tir"] = _script(_kernels_only(marks["relax-final"]))
+        if "tir-lowered" in marks:
+            stages["tir-lowered"] = _script(marks["tir-lowered"])
+        stages.update(_codegen_stages(ex))
+        compiled.stages.update(stages)
+        for name, text in stages.items():
+            self.add_stage(name, text)
+        return compiled
+
+
+def _codegen_stages(ex: Any) -> dict[str, Callable[[], str]]:
+    """``llvm`` and ``asm`` text of the executable's LLVM module, when it has one."""
+    llvm = [m for m in ex.mod.imports if m.kind == "llvm"]
+    if not llvm:
+        return {}
+    return {"llvm": lambda: llvm[0].inspect_source("ll"), "asm": lambda: llvm[0].inspect_source("asm")}
+
+
+def _outputs(value: Any) -> list[np.ndarray]:
+    """VM results (a Tensor, or an Array of them for tuple outputs) as host arrays."""
+    if hasattr(value, "numpy"):
+        return [value.numpy()]
+    if isinstance(value, (int, float, bool)):
+        return [np.asarray(value)]
+    return [out for item in value for out in _outputs(item)]
+
+
+class _TvmCompiled(Compiled):
+    """A Relax VM executable (or the library it was exported to) bound to ``tvm.cpu()``."""
+
+    artifact_files = ("model.so",)
+
+    def __init__(self, target: Target, model: ir.Model, executable: Any, export: Callable[[Path], Any]) -> None:
+        import tvm
+        from tvm import relax
+
+        super().__init__(target, model)
+        self.device = tvm.cpu()
+        self.vm = relax.VirtualMachine(executable, self.device)
+        self._main = self.vm["main"]
+        self._export = export
+        #: Names of the Relax passes that ran (only with ``pass_stages=True``).
+        self.pass_names: list[str] = []
+
+    def _tensors(self, inputs: list[np.ndarray]) -> list[Any]:
+        import tvm
+
+        return [tvm.runtime.tensor(np.ascontiguousarray(a), self.device) for a in inputs]
+
+    def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        return _outputs(self._main(*self._tensors(inputs)))
+
+    def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
+        args = self._tensors(inputs)
+        main, sync = self._main, self.device.sync
+
+        def call() -> Any:
+            out = main(*args)
+            sync()
+            return out
+
+        return call
+
+    def save_impl(self, folder: Path) -> None:
+        self._export(folder / "model.so")

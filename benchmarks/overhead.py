@@ -1,0 +1,143 @@
+"""Harness overhead per CPU target, and cold vs warm wall time of a comparison.
+
+For each target: compstack's median latency (``compstack compare --json``, the real path:
+worker process, prepared call, the latency protocol) divided by the median of a bare loop
+written against the stack's own API only (``InferenceSession.run``, a Relax
+``VirtualMachine`` call, an ``iree.runtime`` function call) over the *same* compiled
+artifact (read from compstack's cache) and the same input set 0, with the same warm-up
+and run count. Goal: <= 1.03.
+
+Then the wall time of ``compstack compare zoo:bert`` with an empty cache (cold: zoo export
++ every compile) and again (warm: everything from the cache). Goal: warm <= 10 % of cold.
+
+Usage: python benchmarks/overhead.py [--models zoo:mlp,zoo:cnn] [--targets ...] [--skip-cold-warm]
+Prints one line per (model, target) and one line for cold/warm. Numbers are measured on
+the machine it runs on; nothing is hard-coded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BARE = r'''
+import json, sys, time, statistics
+import numpy as np
+target, folder, inputs_path, names_json, warmup, runs, min_time = sys.argv[1:8]
+names = json.loads(names_json)
+feeds = dict(np.load(inputs_path))
+arrays = [feeds[n] for n in names]
+if target == "ort-cpu":
+    import onnxruntime as ort
+    so = ort.SessionOptions(); so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(folder + "/optimized.onnx", so, providers=["CPUExecutionProvider"])
+    call = lambda: s.run(None, feeds)
+elif target == "tvm-llvm":
+    import tvm
+    from tvm import relax
+    dev = tvm.cpu()
+    vm = relax.VirtualMachine(tvm.runtime.load_module(folder + "/model.so"), dev)
+    args = [tvm.runtime.tensor(a, dev) for a in arrays]
+    main = vm["main"]
+    def call():
+        main(*args); dev.sync()
+elif target == "iree-llvm-cpu":
+    import iree.runtime as rt
+    config = rt.Config("local-task")
+    ctx = rt.SystemContext(config=config)
+    vmm = rt.VmModule.copy_buffer(ctx.instance, open(folder + "/model.vmfb", "rb").read())
+    ctx.add_vm_module(vmm)
+    mod = ctx.modules[vmm.name]
+    fname = next(f for f in vmm.function_names if "$" not in f and not f.startswith("__"))
+    fn = mod[fname]
+    args = [rt.asdevicearray(config.device, np.ascontiguousarray(a)) for a in arrays]
+    call = lambda: fn(*args)
+else:
+    raise SystemExit(f"no bare loop for {target}")
+for _ in range(int(warmup)):
+    call()
+samples, total, clock = [], 0, time.perf_counter_ns
+while len(samples) < int(runs) or total < float(min_time) * 1e9:
+    t0 = clock(); call(); dt = clock() - t0
+    samples.append(dt); total += dt
+print(json.dumps({"median_ms": statistics.median(samples) / 1e6, "runs": len(samples)}))
+'''
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "compstack.cli", *args], capture_output=True, text=True,
+                          env=env, check=False)
+
+
+def overhead(model: str, target: str, work: Path, env: dict[str, str], min_time: float) -> str:
+    inputs = work / "inputs.npz"
+    proc = _cli("compare", model, "--targets", target, "--json", "--save-inputs", str(inputs),
+                "--min-runs", "200", "--min-time", str(min_time), "--warmup", "20", env=env)
+    if proc.returncode != 0:
+        return f"{model:<10} {target:<14} compstack failed: {proc.stderr.strip()[-200:]}"
+    data = json.loads(proc.stdout)
+    row = data["results"][0]
+    if row["status"] != "ok":
+        return f"{model:<10} {target:<14} {row['status']}: {row['error'][:150]}"
+    key = _cache_folder(Path(env["COMPSTACK_CACHE_DIR"]), target, data["model"]["fingerprint"])
+    names = list(data["inputs"]["arrays"])
+    runs = row["latency_ms"]["runs"]
+    bare = subprocess.run([sys.executable, "-c", BARE, target, str(key), str(inputs), json.dumps(names),
+                           "20", str(runs), str(min_time)], capture_output=True, text=True, env=env)
+    if bare.returncode != 0:
+        return f"{model:<10} {target:<14} bare loop failed: {bare.stderr.strip()[-300:]}"
+    b = json.loads(bare.stdout)
+    c = row["latency_ms"]["median"]
+    return (f"{model:<10} {target:<14} compstack median {c:9.4f} ms ({runs} runs, cv {row['latency_ms']['cv']:.1%})"
+            f" | bare loop median {b['median_ms']:9.4f} ms ({b['runs']} runs) | ratio {c / b['median_ms']:.3f}")
+
+
+def _cache_folder(cache: Path, target: str, fingerprint: str) -> Path:
+    for meta in (cache / "artifacts" / target).glob("*/meta.json"):
+        if json.loads(meta.read_text()).get("fingerprint") == fingerprint:
+            return meta.parent
+    raise SystemExit(f"no cache entry for {target} {fingerprint}")
+
+
+def cold_warm(model: str, targets: str, env: dict[str, str]) -> str:
+    times = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        proc = _cli("compare", model, "--targets", targets, "--json", env=env)
+        times.append(time.perf_counter() - t0)
+        if proc.returncode != 0:
+            return f"cold/warm {model}: failed: {proc.stderr.strip()[-200:]}"
+        statuses = {r["target"]: r["status"] for r in json.loads(proc.stdout)["results"]}
+    return (f"compare {model} --targets {targets}: cold {times[0]:.1f} s, warm {times[1]:.1f} s, "
+            f"warm/cold {times[1] / times[0]:.1%}  (statuses {statuses})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="zoo:mlp,zoo:cnn")
+    ap.add_argument("--targets", default="ort-cpu,tvm-llvm,iree-llvm-cpu")
+    ap.add_argument("--min-time", type=float, default=2.0, help="seconds of timed runs per side")
+    ap.add_argument("--cold-warm-model", default="zoo:bert")
+    ap.add_argument("--skip-cold-warm", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="compstack-bench-") as tmp:
+        work = Path(tmp)
+        env = {**os.environ, "COMPSTACK_CACHE_DIR": str(work / "cache"), "COMPSTACK_DB": str(work / "db.sqlite")}
+        print(f"# harness overhead (goal: ratio <= 1.03), {os.cpu_count()} cores", flush=True)
+        for model in args.models.split(","):
+            for target in args.targets.split(","):
+                print(overhead(model, target, work, env, args.min_time), flush=True)
+        if not args.skip_cold_warm:
+            env2 = {**env, "COMPSTACK_CACHE_DIR": str(work / "cache2")}
+            print("# cold vs warm (goal: warm <= 10 % of cold)", flush=True)
+            print(cold_warm(args.cold_warm_model, args.targets, env2), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -11,6 +11,7 @@ Everything here is pure ONNX/onnx_ir; no compiler stack is imported.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass, field
@@ -288,17 +289,39 @@ def fingerprint(model: ir.Model) -> str:
     """Content fingerprint of a model: 16 hex digits of SHA-256.
 
     Computed over the deterministic protobuf serialisation of the graph, the opset
-    imports and the model-local functions, with producer name/version and doc strings
-    of the model left out, so re-exporting the same graph gives the same key.
+    imports and the model-local functions, with every ``doc_string`` and
+    ``metadata_props`` (provenance: file paths and line numbers) cleared, so the same
+    graph exported from another checkout, or after editing an unrelated line, gets the
+    same key.
     """
     proto = to_proto(model)
+    _strip_metadata(proto.graph)
     h = hashlib.sha256()
     for op in sorted((o.domain, o.version) for o in proto.opset_import):
         h.update(f"{op[0]}:{op[1]};".encode())
     h.update(proto.graph.SerializeToString(deterministic=True))
     for f in proto.functions:
+        for node in f.node:
+            del node.metadata_props[:]
+            node.ClearField("doc_string")
         h.update(f.SerializeToString(deterministic=True))
     return h.hexdigest()[:16]
+
+
+def _strip_metadata(graph: onnx.GraphProto) -> None:
+    graph.ClearField("doc_string")
+    del graph.metadata_props[:]
+    for v in list(graph.input) + list(graph.output) + list(graph.value_info) + list(graph.initializer):
+        v.ClearField("doc_string")
+        del v.metadata_props[:]
+    for node in graph.node:
+        node.ClearField("doc_string")
+        del node.metadata_props[:]
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _strip_metadata(a.g)
+            for g in a.graphs:
+                _strip_metadata(g)
 
 
 def _dtype_of(value: ir.Value) -> np.dtype:
@@ -395,21 +418,41 @@ def source_of(node: ir.Node) -> str:
     if "compstack.source" in props:
         return props["compstack.source"]
     parts = []
-    trace = props.get("pkg.torch.onnx.stack_trace", "")
-    frames = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith("File ")]
-    if frames:
-        # 'File "/path/model.py", line 12, in forward'
-        last = frames[-1]
-        try:
-            fname = last.split('"')[1]
-            line = last.split("line ")[1].split(",")[0]
-            parts.append(f"{fname}:{line}")
-        except IndexError:
-            parts.append(last)
+    where = _user_frame(props.get("pkg.torch.onnx.stack_trace", ""))
+    if where:
+        parts.append(where)
     ns = props.get("namespace", "")
     if ns:
         parts.append(ns.split("/")[-1] if len(ns) > 80 else ns)
     return " ".join(parts)
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Folders whose frames are library code, not the user's: the stdlib and torch."""
+    import sysconfig
+
+    dirs = [sysconfig.get_paths()["stdlib"]]
+    for path in sysconfig.get_paths().get("purelib", ""), sysconfig.get_paths().get("platlib", ""):
+        if path:
+            dirs.append(os.path.join(path, "torch"))
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs)
+
+
+def _user_frame(trace: str) -> str:
+    """``file:line`` of the innermost frame of a Python stack trace outside the
+    standard library and torch (``File "/path/x.py", line 12, in f`` lines), or ``""``."""
+    skipped = _library_dirs()
+    frames = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith('File "')]
+    for line in reversed(frames):
+        try:
+            fname = line.split('"')[1]
+            lineno = line.split("line ")[1].split(",")[0].strip()
+        except IndexError:
+            continue
+        if os.path.join(os.path.realpath(fname), "").startswith(skipped) or "/torch/" in fname:
+            continue
+        return f"{fname}:{lineno}"
+    return ""
 
 
 def to_networkx(model: ir.Model) -> "nx.MultiDiGraph":
@@ -440,8 +483,10 @@ def tensor_bytes(value: ir.Value) -> int | None:
     """Size in bytes of a value with a static shape, else None."""
     if value.shape is None or value.dtype is None or not value.shape.is_static():
         return None
-    n = int(np.prod([int(d) for d in value.shape], dtype=np.int64))
-    return n * value.dtype.itemsize
+    n = 1
+    for d in value.shape:
+        n *= int(d)  # type: ignore[arg-type]  # static: every dim is an int
+    return n * int(value.dtype.itemsize)
 
 
 @dataclass
@@ -466,9 +511,9 @@ class SourceModel:
     origin: str = "onnx"
     native: Any = None
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
-        """See :func:`fingerprint`."""
+        """See :func:`fingerprint` (computed once; do not mutate ``model`` afterwards)."""
         return fingerprint(self.model)
 
 

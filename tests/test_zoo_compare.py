@@ -73,3 +73,13 @@ def test_run_cnn_on_tvm(shared_cache: dict[str, str]) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "tvm-llvm::" in proc.stdout and "untuned" in proc.stdout
     assert " ok " in proc.stdout
+
+
+def test_zoo_command_lists_models_with_counts(shared_cache: dict[str, str]) -> None:
+    proc = run_cli("zoo", "--json", env=shared_cache)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    assert set(rows) >= {"zoo:mlp", "zoo:cnn", "zoo:bert", "zoo:gpt2", "zoo:llama", "zoo:vit", "zoo:minilm"}
+    assert rows["zoo:cnn"]["ops"]["BatchNormalization"] >= 2  # the exporter kept BN
+    assert 22_000_000 < rows["zoo:minilm"]["params"] < 23_000_000  # the real all-MiniLM-L6-v2
+    assert all(r["nodes"] > 0 for r in rows.values())

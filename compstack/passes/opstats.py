@@ -30,8 +30,9 @@ class OpStats:
     Attributes:
         nodes: number of nodes.
         op_counts: nodes per ``domain::OpType`` (plain ``OpType`` for ai.onnx).
-        params: number of elements in initializers (parameters).
-        param_bytes: bytes of initializers.
+        params: elements of floating-point initializers (the parameters; integer
+            initializers such as shapes and indices are not counted).
+        param_bytes: bytes of all initializers.
         flops: FLOPs of MatMul/Gemm/Conv nodes (see the module docstring).
         unknown: names of MatMul/Gemm/Conv nodes without static shapes.
     """
@@ -97,7 +98,10 @@ def op_stats(model: ir.Model) -> OpStats:
     params = 0
     pbytes = 0
     for v in model.graph.initializers.values():
-        if v.const_value is not None:
-            params += int(np.prod(v.const_value.shape.numpy(), dtype=np.int64))
-            pbytes += v.const_value.nbytes
+        t = v.const_value
+        if t is None:
+            continue
+        pbytes += t.nbytes
+        if t.dtype.is_floating_point():
+            params += t.size
     return OpStats(len(model.graph), dict(sorted(counts.items())), params, pbytes, flops, unknown)

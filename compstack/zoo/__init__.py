@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 
 from compstack import ir as cir
 from compstack.errors import UserError
+from compstack.passes.opstats import op_stats
 from compstack.zoo import _cache
 
 __all__ = ["ZOO_VERSION", "default_cache_dir", "describe", "info", "load", "names"]
@@ -183,23 +183,14 @@ def info(name: str, cache_dir: str | Path | None = None) -> dict[str, Any]:
     short, entry = _entry(name)
     source = load(short, cache_dir)
     graph = source.model.graph
-    ops = Counter(node.op_type if not node.domain else f"{node.domain}::{node.op_type}"
-                  for node in graph)
-    params = nbytes = 0
-    for value in graph.initializers.values():
-        tensor = value.const_value
-        if tensor is None:
-            continue
-        nbytes += tensor.nbytes
-        if tensor.dtype.is_floating_point():
-            params += tensor.size
+    stats = op_stats(source.model)
     return {
         "name": f"zoo:{short}",
         "description": entry.description,
-        "nodes": sum(ops.values()),
-        "params": params,
-        "initializer_bytes": nbytes,
-        "ops": dict(ops.most_common()),
+        "nodes": stats.nodes,
+        "params": stats.params,
+        "initializer_bytes": stats.param_bytes,
+        "ops": dict(sorted(stats.op_counts.items(), key=lambda kv: -kv[1])),
         "inputs": [_value_info(v) for v in graph.inputs if not v.is_initializer()],
         "outputs": [_value_info(v) for v in graph.outputs],
         "val_ranges": {k: list(v) for k, v in source.val_ranges.items()},

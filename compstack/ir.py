@@ -418,7 +418,7 @@ def source_of(node: ir.Node) -> str:
     if "compstack.source" in props:
         return props["compstack.source"]
     parts = []
-    where = _user_frame(props.get("pkg.torch.onnx.stack_trace", ""))
+    where = user_frame(props.get("pkg.torch.onnx.stack_trace", ""))
     if where:
         parts.append(where)
     ns = props.get("namespace", "")
@@ -427,18 +427,21 @@ def source_of(node: ir.Node) -> str:
     return " ".join(parts)
 
 
+@functools.lru_cache(maxsize=1)
 def _library_dirs() -> tuple[str, ...]:
-    """Folders whose frames are library code, not the user's: the stdlib and torch."""
+    """Folders whose frames are library code, not the user's: the stdlib and torch
+    (found without importing torch)."""
+    import importlib.util
     import sysconfig
 
     dirs = [sysconfig.get_paths()["stdlib"]]
-    for path in sysconfig.get_paths().get("purelib", ""), sysconfig.get_paths().get("platlib", ""):
-        if path:
-            dirs.append(os.path.join(path, "torch"))
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.origin:
+        dirs.append(os.path.dirname(spec.origin))
     return tuple(os.path.join(os.path.realpath(d), "") for d in dirs)
 
 
-def _user_frame(trace: str) -> str:
+def user_frame(trace: str) -> str:
     """``file:line`` of the innermost frame of a Python stack trace outside the
     standard library and torch (``File "/path/x.py", line 12, in f`` lines), or ``""``."""
     skipped = _library_dirs()
@@ -449,7 +452,7 @@ def _user_frame(trace: str) -> str:
             lineno = line.split("line ")[1].split(",")[0].strip()
         except IndexError:
             continue
-        if os.path.join(os.path.realpath(fname), "").startswith(skipped) or "/torch/" in fname:
+        if os.path.join(os.path.realpath(fname), "").startswith(skipped):
             continue
         return f"{fname}:{lineno}"
     return ""
@@ -517,4 +520,4 @@ class SourceModel:
         return fingerprint(self.model)
 
 
-__all__ += ["SourceModel", "source_of", "tensor_bytes", "check", "inline_functions"]
+__all__ += ["SourceModel", "source_of", "user_frame", "tensor_bytes", "check", "inline_functions"]

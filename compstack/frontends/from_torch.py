@@ -22,8 +22,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import os
-import sysconfig
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -261,31 +259,6 @@ def quiet() -> Iterator[io.StringIO]:
             logger.setLevel(level)
 
 
-def _skipped_dirs() -> tuple[str, ...]:
-    """Folders whose frames are library plumbing, not model code."""
-    import torch
-
-    dirs = [os.path.dirname(torch.__file__), sysconfig.get_paths()["stdlib"]]
-    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs)
-
-
-def _user_frame(trace: str, skipped: tuple[str, ...]) -> str:
-    """``file:line`` of the innermost frame of ``trace`` outside ``skipped``, or ``""``."""
-    for line in reversed(trace.splitlines()):
-        line = line.strip()
-        if not line.startswith('File "'):
-            continue
-        try:
-            fname = line.split('"')[1]
-            lineno = line.split("line ")[1].split(",")[0].strip()
-        except IndexError:
-            continue
-        if os.path.join(os.path.realpath(fname), "").startswith(skipped):
-            continue
-        return f"{fname}:{lineno}"
-    return ""
-
-
 def add_source_locations(model: ir.Model) -> int:
     """Record the model-code location of each node as ``compstack.source``.
 
@@ -297,11 +270,10 @@ def add_source_locations(model: ir.Model) -> int:
     Returns:
         The number of nodes that got a location.
     """
-    skipped = _skipped_dirs()
     count = 0
     for node in ir.traversal.RecursiveGraphIterator(model.graph):
         props = node.metadata_props
-        where = _user_frame(props.get("pkg.torch.onnx.stack_trace", ""), skipped)
+        where = cir.user_frame(props.get("pkg.torch.onnx.stack_trace", ""))
         if not where:
             continue
         ns = props.get("namespace", "")

@@ -73,8 +73,8 @@ def _run_options(f: Any) -> Any:
         click.option("--no-cache", is_flag=True, help="Compile everything anew; neither read nor write the cache."),
         click.option("--timeout", type=click.FloatRange(min=1), default=900, show_default=True,
                      help="Wall-clock limit of one target's job, seconds."),
-        click.option("--memory-limit", type=click.IntRange(min=0), default=0, show_default=True,
-                     help="Resident-memory limit of one target's job, MiB (0: none)."),
+        click.option("--memory-limit", type=click.IntRange(min=0), default=None,
+                     help="Resident-memory limit of one target's job, MiB (0: none) [default: 75% of RAM]."),
         click.option("--rtol", type=float, help="Relative tolerance for every float output."),
         click.option("--atol", type=float, help="Absolute tolerance for every float output."),
         click.option("--reference", default="auto", show_default=True,
@@ -135,9 +135,15 @@ def _compare_options(targets: list[str], kw: dict[str, Any]) -> Any:
         inputs=load_npz(kw["inputs_file"]) if kw["inputs_file"] else None,
         val_ranges=parse_val_ranges(kw["val_ranges"]), shapes=parse_shapes(kw["input_shapes"]),
         rtol=kw["rtol"], atol=kw["atol"], latency=latency,
-        limits=Limits(timeout_s=kw["timeout"], memory_mb=kw["memory_limit"]),
+        limits=Limits(timeout_s=kw["timeout"], memory_mb=_memory_limit(kw["memory_limit"])),
         cache=not kw["no_cache"], reference=kw["reference"], target_options=topts,
     )
+
+
+def _memory_limit(value: int | None) -> int:
+    from compstack.runner import default_memory_mb
+
+    return default_memory_mb() if value is None else value
 
 
 def _check_writable_file(path: str | None, flag: str) -> None:
@@ -223,8 +229,8 @@ def run(model: str, target: str, **kw: Any) -> None:
 @_common_model_options
 @click.option("--timeout", type=click.FloatRange(min=1), default=900, show_default=True,
               help="Wall-clock limit of the job, seconds.")
-@click.option("--memory-limit", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Resident-memory limit of the job, MiB (0: none).")
+@click.option("--memory-limit", type=click.IntRange(min=0), default=None,
+              help="Resident-memory limit of the job, MiB (0: none) [default: 75% of RAM].")
 def lower(model: str, target: str, out_dir: str, **kw: Any) -> None:
     """Lower and compile MODEL for TARGET; write artifact, stages and manifest.json to -o."""
     from compstack.lowering import lower_to_folder
@@ -234,6 +240,7 @@ def lower(model: str, target: str, out_dir: str, **kw: Any) -> None:
     _validate_target_options(topts)
     out = _writable_dir(out_dir)
     source = _load_source(model, kw["cache_dir"])
+    kw["memory_limit"] = _memory_limit(kw["memory_limit"])
     manifest = lower_to_folder(source, names, out, topts.get(names, {}), kw)
     status = manifest["status"]
     click.echo(f"{names}: {status}" + (f" ({manifest['stage']}: {manifest['error']})" if status != "ok" else ""))

@@ -22,9 +22,20 @@ from pathlib import Path
 
 from compstack.jobs import Job, JobOutcome
 
-__all__ = ["Limits", "run_isolated", "run_inline"]
+__all__ = ["Limits", "run_isolated", "run_inline", "default_memory_mb"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def default_memory_mb() -> int:
+    """75 % of this machine's physical memory, in MiB (0 when it cannot be read)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(int(line.split()[1]) * 0.75 / 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 @dataclass(frozen=True)

@@ -303,6 +303,125 @@ def zoo(as_json: bool, cache_dir: str | None) -> None:
         print_zoo(rows)
 
 
+@cli.command()
+@click.argument("model")
+@click.option("--target", "target", required=True, help="One target; see `compstack targets`.")
+@click.option("--stage", "stage_names", multiple=True, help="A stage to dump (repeatable); see `compstack stages`.")
+@click.option("--all", "all_passes", is_flag=True, help="Every stage, and the IR after every pass, with pass timing.")
+@click.option("--print-after-change", is_flag=True, help="Every stage, and the IR after each pass that changed it.")
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False),
+              help="Folder for the dumps (without it, one --stage is printed to stdout).")
+@click.option("--option", "target_opts", multiple=True, metavar="TARGET:KEY=VALUE", help="A target option.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder [env COMPSTACK_CACHE_DIR].")
+@click.option("--timeout", type=click.FloatRange(min=1), default=900, show_default=True,
+              help="Wall-clock limit of the job, seconds.")
+@click.option("--memory-limit", type=click.IntRange(min=0), default=None,
+              help="Resident-memory limit of the job, MiB (0: none) [default: 75% of RAM].")
+def dump(model: str, target: str, stage_names: tuple[str, ...], all_passes: bool, print_after_change: bool,
+         out_dir: str | None, target_opts: tuple[str, ...], cache_dir: str | None, timeout: float,
+         memory_limit: int | None) -> None:
+    """Dump the IR of MODEL on TARGET: one stage to stdout, or every stage (and pass) to -o."""
+    import tempfile
+
+    from compstack.config import settings
+    from compstack.dumping import dump as run_dump
+    from compstack.reporting import print_pass_timing
+    from compstack.runner import Limits
+
+    name = _resolve_one(target)
+    if all_passes and print_after_change:
+        raise UserError("--all and --print-after-change: give one of them")
+    passes = "all" if all_passes else ("changed" if print_after_change else "")
+    if out_dir is None and (passes or len(stage_names) != 1):
+        raise UserError("without -o, give exactly one --stage to print (or -o DIR to write several)")
+    topts = _parse_target_options(target_opts)
+    _validate_target_options(topts)
+    from compstack.dumping import check_stages
+
+    check_stages(name, stage_names)
+    folder = _writable_dir(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="compstack-dump-"))
+    cfg = settings(cache_dir=cache_dir)
+    source = _load_source(model, cache_dir)
+    res = run_dump(source, name, folder, stages=list(stage_names) or None, passes=passes,
+                   options=topts.get(name, {}), cache_dir=cfg.cache_dir,
+                   limits=Limits(timeout_s=timeout, memory_mb=_memory_limit(memory_limit)))
+    o = res.outcome
+    if out_dir is None:
+        try:
+            if o.status == "ok":
+                click.echo(res.stages[stage_names[0]].read_text(), nl=False)
+        finally:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+    else:
+        for st, path in res.stages.items():
+            click.echo(f"  {st:<28} {path}")
+        if res.passes:
+            kept = sum(1 for r in res.passes if r["file"])
+            click.echo(f"  passes: {len(res.passes)} run, {kept} dumps in {folder / 'passes'}")
+            print_pass_timing(res.timing, folder / "passes" / "timing.json")
+    if o.status != "ok":
+        click.echo(f"compstack: {name} {o.status} in {o.stage}: {o.error.splitlines()[0] if o.error else ''}",
+                   err=True)
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--target", "target", required=True, help="One target; see `compstack targets`.")
+def stages(target: str) -> None:
+    """List the stage names of TARGET, in pipeline order."""
+    from compstack import targets as registry
+
+    name = _resolve_one(target)
+    cls = registry.get(name)
+    for st in cls.stage_names:
+        click.echo(st + ("   (after compile)" if st in cls.compiled_stages else ""))
+
+
+@cli.command()
+@click.argument("a")
+@click.argument("b")
+@click.option("--stat", is_flag=True, help="Only the structural summary (op histogram, fused/split nodes).")
+@click.option("--json", "as_json", is_flag=True, help="The summary as JSON on stdout.")
+@click.option("--strip-locations/--no-strip-locations", default=True, show_default=True,
+              help="Drop source locations and debug metadata.")
+@click.option("--rename/--no-rename", default=True, show_default=True,
+              help="Rename SSA values and symbols canonically by position.")
+@click.option("--elide-constants/--no-elide-constants", default=True, show_default=True,
+              help="Replace large constants by shape, dtype and a short hash.")
+@click.option("--sort/--no-sort", "sort_unordered", default=True, show_default=True,
+              help="Sort what has no order (attribute dicts, top-level functions).")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder [env COMPSTACK_CACHE_DIR].")
+@click.option("--timeout", type=click.FloatRange(min=1), default=900, show_default=True,
+              help="Wall-clock limit of each dump job, seconds.")
+def diff(a: str, b: str, stat: bool, as_json: bool, strip_locations: bool, rename: bool, elide_constants: bool,
+         sort_unordered: bool, color: str, cache_dir: str | None, timeout: float) -> None:
+    """Diff two IR dumps: files or MODEL@TARGET:STAGE specs. Exit 0 equal, 1 different, 2 error."""
+    from compstack.config import settings
+    from compstack.dumping import resolve_text
+    from compstack.passes.irdiff import diff_texts
+    from compstack.passes.normalize import NormalizeOptions
+    from compstack.reporting import print_unified
+    from compstack.runner import Limits
+
+    cfg = settings(cache_dir=cache_dir)
+    limits = Limits(timeout_s=timeout, memory_mb=_memory_limit(None))
+    text_a, label_a = resolve_text(a, cfg.cache_dir, limits)
+    text_b, label_b = resolve_text(b, cfg.cache_dir, limits)
+    options = NormalizeOptions(strip_locations=strip_locations, rename=rename, elide_constants=elide_constants,
+                               sort_unordered=sort_unordered)
+    result = diff_texts(text_a, text_b, a_name=label_a, b_name=label_b, options=options)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=1, default=str))
+    else:
+        if not stat:
+            print_unified(result.unified, color)
+        click.echo("\n".join(result.stat_text()))
+    sys.exit(0 if result.equal else 1)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point."""
     cli.main(args=list(argv) if argv is not None else None, prog_name="compstack")

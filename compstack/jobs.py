@@ -16,7 +16,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -43,6 +43,11 @@ class Job:
         latency: :class:`compstack.latency.LatencyConfig` fields, or None to skip timing.
         artifact_dir: also save the artifact here (``compstack lower -o``).
         stages_dir: write every stage's text here (``compstack lower -o``).
+        run: run the compiled model (False for ``lower``).
+        kind: ``compare`` (lower, compile, run, time) or ``dump`` (stages and passes,
+            see :mod:`compstack.dumping`).
+        only_stages: with ``dump``, the stages to write (None: all).
+        passes: with ``dump``, ``all`` or ``changed`` to also write per-pass dumps.
     """
 
     model_path: str
@@ -57,6 +62,9 @@ class Job:
     artifact_dir: str | None = None
     stages_dir: str | None = None
     run: bool = True
+    kind: str = "compare"
+    only_stages: list[str] | None = None
+    passes: str = ""
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
@@ -136,11 +144,7 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
     """Run one job in this process. Stack exceptions become the outcome; compstack's
     own bugs (exceptions outside a stage) propagate.
     """
-    from compstack.cache import ArtifactCache, cache_key
-    from compstack.latency import LatencyConfig, measure
-
     outcome = JobOutcome(target=job.target)
-    state: dict[str, Any] = {}
 
     def stage(name: str) -> None:
         outcome.stage = name
@@ -159,40 +163,12 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         import onnx_ir as ir
 
         model = ir.load(job.model_path)
-        inputs = _load_sets(job.inputs_path)
+        if job.kind == "dump":
+            from compstack.dumping import run_dump
 
-        cache = ArtifactCache(Path(job.cache_dir) / "artifacts") if job.cache_dir else None
-        key = cache_key(job.fingerprint, job.target, target.options.to_dict(), outcome.versions)
-        compiled = None
-        if cache is not None and job.stages_dir is None:
-            compiled = _from_cache(cache, target, key, model, outcome)
-        if compiled is None:
-            stage("lower")
-            lowered = target.lower(model)
-            outcome.lower_s = lowered.lower_s
-            if job.stages_dir:
-                outcome.stages = _write_stages(lowered, Path(job.stages_dir), [])
-            stage("compile")
-            compiled = lowered.compile()
-            outcome.compile_s = compiled.compile_s
-            if job.stages_dir:
-                outcome.stages = _write_stages(lowered, Path(job.stages_dir), outcome.stages, compiled)
-            if cache is not None:
-                _to_cache(cache, target, key, compiled, job)
-        state["compiled"] = compiled
-        if job.artifact_dir:
-            outcome.artifacts = [str(p) for p in compiled.save(Path(job.artifact_dir))]
-        if getattr(compiled, "run_command", None):
-            outcome.extra["run_command"] = compiled.run_command
-        if not job.run:
-            return outcome
-        stage("run")
-        outputs = compiled.run(inputs[0])
-        np.savez(job.outputs_path, **outputs)
-        if job.latency is not None:
-            stage("latency")
-            calls = [compiled.prepare(s) for s in inputs]
-            outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()
+            run_dump(job, target, model, outcome, stage)
+        else:
+            _run_compare_job(job, target, model, outcome, stage)
         outcome.stage = ""
     except UnsupportedError as exc:
         outcome.status, outcome.error, outcome.unsupported_ops = "unsupported", str(exc), exc.ops
@@ -208,6 +184,46 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
     except Exception as exc:  # noqa: BLE001 - a stack's own exception is data here
         outcome.status, outcome.error, outcome.log = "failed", _first_line(exc), traceback.format_exc()
     return outcome
+
+
+def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Callable[[str], None]) -> None:
+    """lower → compile (or the cached artifact) → run → latency; ``lower -o`` writes
+    stages and the artifact instead of running."""
+    from compstack.cache import ArtifactCache, cache_key
+    from compstack.latency import LatencyConfig, measure
+
+    inputs = _load_sets(job.inputs_path)
+    cache = ArtifactCache(Path(job.cache_dir) / "artifacts") if job.cache_dir else None
+    key = cache_key(job.fingerprint, job.target, target.options.to_dict(), outcome.versions)
+    compiled = None
+    if cache is not None and job.stages_dir is None:
+        compiled = _from_cache(cache, target, key, model, outcome)
+    if compiled is None:
+        stage("lower")
+        lowered = target.lower(model)
+        outcome.lower_s = lowered.lower_s
+        if job.stages_dir:
+            outcome.stages = write_stages(lowered, Path(job.stages_dir), [])
+        stage("compile")
+        compiled = lowered.compile()
+        outcome.compile_s = compiled.compile_s
+        if job.stages_dir:
+            outcome.stages = write_stages(lowered, Path(job.stages_dir), outcome.stages, compiled)
+        if cache is not None:
+            _to_cache(cache, target, key, compiled, job)
+    if job.artifact_dir:
+        outcome.artifacts = [str(p) for p in compiled.save(Path(job.artifact_dir))]
+    if getattr(compiled, "run_command", None):
+        outcome.extra["run_command"] = compiled.run_command
+    if not job.run:
+        return
+    stage("run")
+    outputs = compiled.run(inputs[0])
+    np.savez(job.outputs_path, **outputs)
+    if job.latency is not None:
+        stage("latency")
+        calls = [compiled.prepare(s) for s in inputs]
+        outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()
 
 
 def _load_sets(path: str) -> list[dict[str, np.ndarray]]:
@@ -240,20 +256,24 @@ def _to_cache(cache: Any, target: Any, key: str, compiled: Any, job: Job) -> Non
                    "flags": target.flags()})
 
 
-def _write_stages(lowered: Any, folder: Path, done: list[str], compiled: Any = None) -> list[str]:
-    """Write every stage not in ``done`` as ``NN-<stage><suffix>``; returns all names written."""
+def write_stages(lowered: Any, folder: Path, done: list[str], compiled: Any = None,
+                 only: Sequence[str] | None = None) -> list[str]:
+    """Write every stage not in ``done`` (and in ``only`` when given) as
+    ``NN-<stage><suffix>`` (NN = the stage's position); returns all names written."""
     folder.mkdir(parents=True, exist_ok=True)
     names = list(done)
     owners = [(lowered, lowered.stage_names())]
     if compiled is not None:
         owners.append((compiled, list(compiled.stages)))
+    order = list(dict.fromkeys([*lowered.target.stage_names, *lowered.stage_names(),
+                                *(compiled.stages if compiled is not None else [])]))
     for owner, stage_names in owners:
         for name in stage_names:
-            if name in names:
+            if name in names or (only is not None and name not in only):
                 continue
             text = owner.as_text(name)
-            suffix = getattr(lowered.target, "stage_suffix", {}).get(name, ".txt")
-            (folder / f"{len(names):02d}-{name}{suffix}").write_text(text)
+            suffix = lowered.target.stage_suffix.get(name, ".txt")
+            (folder / f"{order.index(name):02d}-{name}{suffix}").write_text(text)
             names.append(name)
     return names
 

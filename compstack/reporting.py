@@ -15,7 +15,8 @@ from rich.table import Table
 
 from compstack.results import Report, Result
 
-__all__ = ["Progress", "print_report", "print_outputs", "print_targets", "print_zoo", "target_rows"]
+__all__ = ["Progress", "print_report", "print_outputs", "print_targets", "print_zoo", "target_rows",
+           "print_pass_timing", "print_unified"]
 
 _STYLE = {"ok": "green", "mismatch": "red", "unsupported": "yellow", "failed": "red", "crashed": "red bold",
           "timeout": "red", "oom": "red", "unavailable": "dim"}
@@ -170,3 +171,36 @@ def print_zoo(rows: list[dict[str, Any]], console: Console | None = None) -> Non
         table.add_row(r["name"], str(r.get("nodes", "")), f"{r.get('params', 0):,}", inputs,
                       str(r.get("description", "")))
     console.print(table)
+
+
+def print_pass_timing(rows: list[dict[str, Any]], saved: Any, top: int = 25, console: Console | None = None) -> None:
+    """The slowest passes (wall s, share of the total); the full list is in ``saved``."""
+    console = console or _console()
+    total = sum(r["wall_s"] for r in rows) or 1.0
+    table = Table(title=f"pass timing (top {min(top, len(rows))} of {len(rows)}; all in {saved})")
+    for col, just in (("pass", "left"), ("wall ms", "right"), ("share", "right"), ("runs", "right")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in rows[:top]:
+        table.add_row(r["pass"], f"{r['wall_s'] * 1e3:.2f}", f"{r['wall_s'] / total:.1%}",
+                      "-" if r.get("runs") is None else str(r["runs"]))
+    console.print(table)
+
+
+def print_unified(lines: list[str], color: str = "auto") -> None:
+    """A unified diff: coloured on a terminal (or ``color="always"``), plain when piped."""
+    import sys
+
+    use = color == "always" or (color == "auto" and sys.stdout.isatty())
+    out = sys.stdout
+    for line in lines:
+        line = line.rstrip("\n")
+        if use and line.startswith(("+++", "---")):
+            out.write(f"\x1b[1m{line}\x1b[0m\n")
+        elif use and line.startswith("+"):
+            out.write(f"\x1b[32m{line}\x1b[0m\n")
+        elif use and line.startswith("-"):
+            out.write(f"\x1b[31m{line}\x1b[0m\n")
+        elif use and line.startswith("@@"):
+            out.write(f"\x1b[36m{line}\x1b[0m\n")
+        else:
+            out.write(line + "\n")

@@ -24,7 +24,7 @@ import onnx_ir as ir
 
 from compstack.errors import UnsupportedError, UserError
 
-__all__ = ["Availability", "Target", "TargetOptions", "Lowered", "Compiled"]
+__all__ = ["Availability", "Target", "TargetOptions", "Lowered", "Compiled", "PassRecord", "PASS_MODES"]
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,42 @@ class TargetOptions:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
 
 
+#: ``Lowered.passes(mode)``: ``all`` keeps the IR after every pass, ``changed`` only
+#: after passes that changed it (MLIR's ``--mlir-print-ir-after-change``).
+PASS_MODES = ("all", "changed")
+
+
+@dataclass
+class PassRecord:
+    """One pass of a stack's pipeline, as the stack's own instrumentation saw it.
+
+    Attributes:
+        index: position in the pipeline run (0-based; nested pipelines flattened).
+        name: the pass name in the stack's terms (``FuseOps``,
+            ``iree-flow-form-dispatch-regions``).
+        wall_s: the pass's wall time in seconds, when the stack measured it.
+        changed: whether the pass changed the IR (None when unknown).
+        scope: what the dump covers (``module``, or an op such as ``util.func @main``).
+        text: the IR after the pass (str, or a callable producing it), or None when the
+            mode did not keep it.
+        alias: another name of the same pass (MLIR: the pass class, ``CSEPass``).
+    """
+
+    index: int
+    name: str
+    wall_s: float | None = None
+    changed: bool | None = None
+    scope: str = "module"
+    text: str | Callable[[], str] | None = None
+    alias: str = ""
+
+    def ir_text(self) -> str | None:
+        """The IR after the pass, computed now if it was kept lazily."""
+        if callable(self.text):
+            self.text = self.text()
+        return self.text
+
+
 class Target:
     """One compiler stack on one device.
 
@@ -101,7 +137,8 @@ class Target:
         stack: the stack (``tvm``).
         device: the device kind (``cpu``, ``cuda``, ``vulkan``).
         Options: the frozen options dataclass of this target.
-        runs_here: False for targets that compile for a device absent here.
+        stage_names: every stage this target can show, in pipeline order (before and
+            after compilation); per-pass dumps come from :meth:`Lowered.passes`.
     """
 
     name: ClassVar[str] = ""
@@ -109,6 +146,11 @@ class Target:
     device: ClassVar[str] = "cpu"
     description: ClassVar[str] = ""
     Options: ClassVar[type[TargetOptions]] = TargetOptions
+    stage_names: ClassVar[tuple[str, ...]] = ()
+    #: Stages that exist only after :meth:`Lowered.compile`.
+    compiled_stages: ClassVar[tuple[str, ...]] = ()
+    #: File suffix of each stage's text when written to disk (default ``.txt``).
+    stage_suffix: ClassVar[dict[str, str]] = {}
 
     def __init__(self, options: TargetOptions | None = None) -> None:
         self.options = options if options is not None else self.Options()
@@ -200,6 +242,30 @@ class Lowered:
 
     def compile_impl(self) -> "Compiled":
         """Hook: produce the :class:`Compiled`."""
+        raise NotImplementedError
+
+    def passes(self, mode: str = "all") -> list[PassRecord] | None:
+        """Run the stack's pipeline with its own pass instrumentation.
+
+        Args:
+            mode: ``all`` (IR after every pass) or ``changed`` (only after passes that
+                changed it); see :data:`PASS_MODES`.
+
+        Returns:
+            One :class:`PassRecord` per pass, in order, with wall times where the
+            stack measures them; None when the stack has no pass-level view.
+
+        Raises:
+            UserError: unknown mode.
+        """
+        if mode not in PASS_MODES:
+            raise UserError(f"unknown pass mode '{mode}' (valid: {', '.join(PASS_MODES)})")
+        try:
+            return self.passes_impl(mode)
+        except NotImplementedError:
+            return None
+
+    def passes_impl(self, mode: str) -> list[PassRecord]:
         raise NotImplementedError
 
     def cost_analysis(self) -> dict[str, float] | None:

@@ -41,12 +41,22 @@ import onnx_ir as ir
 from compstack import ir as cir
 from compstack import tools
 from compstack.errors import ToolError, UnavailableError, UnsupportedError, UserError
-from compstack.target import Availability, Compiled, Lowered, Target, TargetOptions
+from compstack.target import Availability, Compiled, Lowered, PassRecord, Target, TargetOptions
 
 __all__ = ["IreeLlvmCpuTarget", "IreeOptions"]
 
-#: Phases after ``input`` that are offered as lazy stages.
-_LAZY_PHASES = ("flow", "stream", "hal", "vm")
+#: ``iree-compile --compile-to`` phases after ``input``, in pipeline order, offered as
+#: lazy stages (``iree-compile --help``).
+_LAZY_PHASES = ("abi", "preprocessing", "global-optimization", "dispatch-creation", "flow", "stream",
+                "executable-sources", "executable-configurations", "executable-targets", "hal", "vm")
+
+#: ``// -----// IR Dump After CSEPass: cse{opts} //----- //`` (``--mlir-print-ir-after-all``)
+_DUMP_HEADER = re.compile(r"^// -----// IR Dump After (?P<name>\w+)(?:: (?P<arg>[\w.\-]+)(?:\{.*\})?)? //----- //$",
+                          re.M)
+#: First line of a dump: the op the pass ran on (``util.func public @main(...``, ``module {``).
+_SCOPE = re.compile(r"^\s*(?P<op>[\w.]+)(?:\s+(?:public|private|nested))*(?:\s+(?P<sym>@[\w$.\-\"]+))?")
+#: ``    0.0197 (  5.1%)  CanonicalizerPass`` in ``--mlir-timing-display=list`` output.
+_TIMING_ROW = re.compile(r"^\s+(?P<s>\d+\.\d+) \(\s*[\d.]+%\)\s+(?P<name>.+?)\s*$", re.M)
 
 #: Runs IREE's ONNX importer (as ``iree-import-onnx`` does) and prints the module *with*
 #: locations (node names). Written into the scratch folder and run as a script, so
@@ -117,6 +127,7 @@ class IreeLlvmCpuTarget(Target):
     Options = IreeOptions
     #: File suffix of each stage's text when written to disk.
     stage_suffix: ClassVar[dict[str, str]] = {s: ".mlir" for s in ("torch-onnx", "input", *_LAZY_PHASES)}
+    stage_names = ("torch-onnx", "input", *_LAZY_PHASES)
 
     options: IreeOptions
 
@@ -268,10 +279,61 @@ class _IreeLowered(Lowered):
                 raise unsupported from exc
             raise
 
+    def passes_impl(self, mode: str) -> list[PassRecord]:
+        """Compile from ``input`` to a vmfb with MLIR's own instrumentation:
+        ``--mlir-print-ir-after-all`` (plus ``--mlir-print-ir-after-change`` for
+        ``changed``), ``--mlir-disable-threading``, and ``--mlir-timing`` with the list
+        display. Dumps are scoped to the op the pass ran on (``scope``); timings are
+        MLIR's per-pass totals (``self.timings``), since MLIR reports them per pass
+        name, not per run.
+        """
+        argv: list[Any] = [tools.find_tool("iree-compile"), self.scratch.path / "input.mlir",
+                           *self.target.compile_flags(), "--compile-from=input", "--mlir-print-ir-after-all",
+                           "--mlir-disable-threading", "--mlir-timing", "--mlir-timing-display=list"]
+        if mode == "changed":
+            argv.append("--mlir-print-ir-after-change")
+        argv += ["-o", self.scratch.path / "passes.vmfb"]
+        done = tools.run_tool(argv, timeout=self.target.options.compile_timeout_s, temps=self.scratch)
+        err = done.stderr.decode(errors="replace") if isinstance(done.stderr, bytes) else done.stderr
+        self.timings = _mlir_timings(err)
+        return _mlir_dumps(err, changed=True if mode == "changed" else None)
+
     def compile_impl(self) -> Compiled:
         vmfb = self.scratch.path / "model.vmfb"
         self.run_phase(None, start=self.scratch.path / "input.mlir", output=vmfb)
         return _IreeCompiled(self.target, self.model, vmfb.read_bytes(), self.function)
+
+
+def _mlir_dumps(stderr: str, changed: bool | None) -> list[PassRecord]:
+    """Split MLIR's ``--mlir-print-ir-after-all`` output into one record per dump.
+
+    ``name`` is the pass argument (``iree-flow-form-dispatch-regions``), ``alias`` the
+    pass class (``FormDispatchRegionsPass``), ``scope`` the op it ran on.
+    """
+    heads = list(_DUMP_HEADER.finditer(stderr))
+    timing_at = stderr.find("===---")
+    records = []
+    for i, m in enumerate(heads):
+        end = heads[i + 1].start() if i + 1 < len(heads) else (timing_at if timing_at > m.end() else len(stderr))
+        body = stderr[m.end():end].strip("\n") + "\n"
+        first = next((ln for ln in body.splitlines() if ln.strip() and not ln.startswith("#")), "")
+        sm = _SCOPE.match(first)
+        scope = " ".join(x for x in (sm.group("op"), sm.group("sym")) if x) if sm else "module"
+        records.append(PassRecord(i, m.group("arg") or m.group("name"), None, changed, scope, _display(body),
+                                  alias=m.group("name")))
+    return records
+
+
+def _mlir_timings(stderr: str) -> list[tuple[str, float, int]]:
+    """``(pass, wall_s, 0)`` rows of MLIR's timing list, pipelines and analyses left out."""
+    start = stderr.find("Execution time report")
+    rows = []
+    for m in _TIMING_ROW.finditer(stderr, start if start >= 0 else len(stderr)):
+        name = m.group("name")
+        if name in ("root", "Total") or "Pipeline" in name or name.startswith("(A)") or "Adaptor" in name:
+            continue
+        rows.append((name, float(m.group("s")), 0))
+    return rows
 
 
 def _pick_function(names: Sequence[str], expected: str | None) -> str:

@@ -62,6 +62,8 @@ class OrtCpuTarget(Target):
     device = "cpu"
     description = "ONNX Runtime, CPU execution provider"
     Options = OrtOptions
+    stage_names = ("onnx", "optimized")
+    compiled_stages = ("optimized",)
 
     @classmethod
     def availability(cls) -> Availability:

@@ -96,6 +96,7 @@ class ReferenceTarget(Target):
     device = "cpu"
     description = "ONNX reference evaluator (NumPy), float64 by default: the oracle"
     Options = ReferenceOptions
+    stage_names = ("onnx",)
 
     @classmethod
     def availability(cls) -> Availability:

@@ -39,7 +39,7 @@ import numpy as np
 import onnx_ir as ir
 
 from compstack import ir as cir
-from compstack.target import Availability, Compiled, Lowered, Target, TargetOptions
+from compstack.target import Availability, Compiled, Lowered, PassRecord, Target, TargetOptions
 
 __all__ = ["TvmLlvmTarget", "TvmOptions"]
 
@@ -103,6 +103,8 @@ class TvmLlvmTarget(Target):
     stage_suffix: ClassVar[dict[str, str]] = {
         "relax": ".py", "relax-fused": ".py", "relax-final": ".py", "tir": ".py", "tir-lowered": ".py",
         "llvm": ".ll", "asm": ".s"}
+    stage_names = ("relax", "relax-fused", "relax-final", "tir", "tir-lowered", "llvm", "asm")
+    compiled_stages = ("relax-final", "tir", "tir-lowered", "llvm", "asm")
 
     options: TvmOptions
 
@@ -241,6 +243,24 @@ class _TvmLowered(Lowered):
             seq = tvm.transform.Sequential(cpu.library_dispatch_passes(target) + cpu.legalize_passes(target))
             return seq(self.mod).script(show_meta=False)
 
+    def passes_impl(self, mode: str) -> list[PassRecord]:
+        """Build once with a pass instrument that times every pass of ``tvm.compile``
+        (Relax pipeline, TIR lowering) and keeps the module after it.
+
+        ``changed`` compares ``tvm_ffi.structural_hash`` before and after each pass and
+        keeps only the passes that changed the module. Wall times are measured around
+        each pass by the instrument (TVM's ``PassInstrument`` hooks), nested
+        ``Sequential`` wrappers excluded.
+        """
+        import tvm
+        from tvm import relax
+
+        target = self._tvm_target()
+        inst, records = _pass_recorder(mode == "changed")
+        with tvm.transform.PassContext(opt_level=self.target.options.opt_level, instruments=[inst]):
+            tvm.compile(self.mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
+        return records
+
     def compile_impl(self) -> Compiled:
         import tvm
         from tvm import relax
@@ -266,6 +286,40 @@ class _TvmLowered(Lowered):
         for name, text in stages.items():
             self.add_stage(name, text)
         return compiled
+
+
+#: Pass names of TVM's pipeline wrappers, which contain other passes.
+_WRAPPERS = frozenset({"sequential", "_pipeline", "tvm.relax.transform.Sequential"})
+
+
+def _pass_recorder(only_changed: bool) -> tuple[Any, list[PassRecord]]:
+    """A TVM pass instrument producing :class:`PassRecord` s (module kept by reference)."""
+    import time
+
+    import tvm
+    import tvm_ffi
+
+    records: list[PassRecord] = []
+    stack: list[tuple[float, int | None]] = []
+
+    @tvm.instrument.pass_instrument
+    class _Record:
+        def run_before_pass(self, mod: Any, info: Any) -> None:
+            before = tvm_ffi.structural_hash(mod) if only_changed and info.name not in _WRAPPERS else None
+            stack.append((time.perf_counter(), before))
+
+        def run_after_pass(self, mod: Any, info: Any) -> None:
+            t0, before = stack.pop()
+            if info.name in _WRAPPERS:
+                return
+            changed = None if before is None else tvm_ffi.structural_hash(mod) != before
+            if only_changed and not changed:
+                records.append(PassRecord(len(records), info.name, time.perf_counter() - t0, False))
+                return
+            records.append(PassRecord(len(records), info.name, time.perf_counter() - t0, changed,
+                                      "module", _script(mod)))
+
+    return _Record(), records
 
 
 def _codegen_stages(ex: Any) -> dict[str, Callable[[], str]]:

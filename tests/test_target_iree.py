@@ -26,7 +26,8 @@ if not IreeLlvmCpuTarget.availability().ok:
 
 BUILDERS = {"mlp": M.mlp, "conv_bn_relu": M.conv_bn_relu, "embedding": M.embedding,
             "two_outputs": M.two_outputs}
-STAGES = ["torch-onnx", "input", "flow", "stream", "hal", "vm"]
+STAGES = ["torch-onnx", "input", "abi", "preprocessing", "global-optimization", "dispatch-creation", "flow",
+          "stream", "executable-sources", "executable-configurations", "executable-targets", "hal", "vm"]
 
 
 @pytest.fixture

@@ -28,7 +28,6 @@ Recipe and traps: ``/work/shared/notes/STACKS.md`` section 5.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import sys
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ import onnx_ir as ir
 from compstack import ir as cir
 from compstack import tools
 from compstack.errors import ToolError, UnavailableError, UnsupportedError, UserError
+from compstack.passes._norm_mlir import elide_hex_constants, split_resources, strip_locations
 from compstack.target import Availability, Compiled, Lowered, PassRecord, Target, TargetOptions
 
 __all__ = ["IreeLlvmCpuTarget", "IreeOptions"]
@@ -84,9 +84,6 @@ _ILLEGAL_OP = re.compile(
     r"""(?:loc\("(?P<node>[^"]*)"\):\s*)?failed to legalize operation 'torch\.operator'"""
     r""".*?name = "onnx\.(?P<op>[\w.]+)\"""")
 _FUNC = re.compile(r'func\.func @(?:"([^"]+)"|([\w$.\-]+))\(')
-_HEX = re.compile(r'"0x([0-9A-Fa-f]{256,})"')
-_LOC_ALIAS_DEF = re.compile(r"^#loc\d*\s*=\s*loc\(.*\)\n?", re.M)
-_LOC_USE = re.compile(r"""[ \t]*loc\((?:#loc\d*|"[^"\n]*"|unknown)\)""")
 
 _IREE_DTYPES = {
     "float32": "f32", "float16": "f16", "float64": "f64", "bfloat16": "bf16", "bool": "i1",
@@ -210,15 +207,11 @@ def _dist_version(dist: str) -> str:
 
 
 def _display(text: str) -> str:
-    """Stage text for people and diffs: locations dropped, big constants elided."""
-    text = _LOC_USE.sub("", _LOC_ALIAS_DEF.sub("", text))
-
-    def elide(m: re.Match[str]) -> str:
-        blob = m.group(1)
-        digest = hashlib.sha256(blob.encode()).hexdigest()[:8]
-        return f'"0x...<{len(blob) // 2} bytes #{digest}>"'
-
-    return _HEX.sub(elide, text)
+    """Stage text for people and diffs: locations dropped, hex constants of 128 bytes
+    or more elided as ``"0x...<N bytes #H>"`` (the MLIR normaliser's own steps)."""
+    main, resources = split_resources(text)
+    main, resources = elide_hex_constants(strip_locations(main), resources, 127, by_bytes=True)
+    return main + resources
 
 
 def _unsupported(exc: ToolError, target: str) -> UnsupportedError | None:

@@ -422,6 +422,107 @@ def diff(a: str, b: str, stat: bool, as_json: bool, strip_locations: bool, renam
     sys.exit(0 if result.equal else 1)
 
 
+@cli.command()
+@click.option("--targets", "targets_spec", default="cpu", show_default=True,
+              help="Comma-separated targets or aliases; see `compstack targets`.")
+@click.option("--filter", "pattern", help="Only cases whose name matches this regex (e.g. 'resize|pad').")
+@click.option("--sample", type=click.IntRange(min=1), help="A fixed random sample of N cases (after --filter).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --sample.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes per target [default: cores].")
+@click.option("--timeout", type=click.FloatRange(min=1), default=120, show_default=True,
+              help="Wall-clock limit per case (import to compare), seconds.")
+@click.option("--json", "as_json", is_flag=True, help="Every case's outcome as JSON on stdout.")
+@click.option("--update-xfail", is_flag=True, help="Record this run's failures as each target's XFAIL file.")
+@click.option("--xfail-dir", type=click.Path(file_okay=False), help="Folder of XFAIL files [default: shipped ones].")
+@click.option("--trend", "show_trend", is_flag=True, help="Print the pass rate per target over earlier runs, and exit.")
+@click.option("--option", "target_opts", multiple=True, metavar="TARGET:KEY=VALUE", help="A target option.")
+@click.option("--no-cache", is_flag=True, help="Compile every case anew.")
+@click.option("--db", type=click.Path(dir_okay=False), help="Results database [env COMPSTACK_DB].")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder [env COMPSTACK_CACHE_DIR].")
+def conformance(targets_spec: str, pattern: str | None, sample: int | None, seed: int, workers: int | None,
+                timeout: float, as_json: bool, update_xfail: bool, xfail_dir: str | None, show_trend: bool,
+                target_opts: tuple[str, ...], no_cache: bool, db: str | None, cache_dir: str | None) -> None:
+    """Run the ONNX node tests on each target: funnel table, XFAIL check, history.
+
+    Exit status 1 when a case listed nowhere in the target's XFAIL file fails (a regression).
+    """
+    import os
+    import re
+
+    from compstack import targets as registry
+    from compstack.conformance import suite
+    from compstack.conformance.cases import load_cases, select
+    from compstack.config import settings
+    from compstack.reporting import print_conformance, print_trend
+
+    cfg = settings(cache_dir=cache_dir, db=db)
+    if show_trend:
+        rows = suite.trend(cfg.db)
+        click.echo(json.dumps(rows, indent=1)) if as_json else print_trend(rows)
+        return
+    names = registry.resolve(targets_spec)
+    topts = _parse_target_options(target_opts)
+    _validate_target_options(topts)
+    if pattern:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise UserError(f"--filter {pattern!r}: not a regular expression ({exc})") from None
+    import onnx
+
+    all_cases = load_cases(cfg.cache_dir)
+    cases = select(all_cases, pattern, sample, seed)
+    if not cases:
+        raise UserError(f"--filter {pattern!r}: matches none of the {len(all_cases)} cases")
+    cases_file = cfg.cache_dir / "conformance" / f"onnx-{onnx.__version__}" / "cases.pkl"
+    progress = _ConformanceProgress(enabled=not as_json)
+    with progress:
+        report = suite.run_suite(cases, cases_file, names, workers=workers or os.cpu_count() or 1, timeout=timeout,
+                                 cache_dir=None if no_cache else cfg.cache_dir,
+                                 xfail_dir=Path(xfail_dir) if xfail_dir else suite.DEFAULT_XFAIL_DIR,
+                                 update_xfail=update_xfail, target_options=topts, on_result=progress.row,
+                                 on_target=progress.target,
+                                 selection={"filter": pattern, "sample": sample, "seed": seed,
+                                            "total_available": len(all_cases)})
+    suite.store(report, cfg.db)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=1))
+    else:
+        print_conformance(report)
+    if any(s.regressions for s in report.summaries):
+        sys.exit(1)
+
+
+class _ConformanceProgress:
+    """A progress bar per target on stderr (only on a terminal)."""
+
+    def __init__(self, enabled: bool) -> None:
+        from rich.console import Console
+        from rich.progress import Progress
+
+        console = Console(stderr=True)
+        self.enabled = enabled and console.is_terminal
+        self.bar = Progress(console=console, transient=True) if self.enabled else None
+        self.task: Any = None
+
+    def __enter__(self) -> "_ConformanceProgress":
+        if self.bar is not None:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def target(self, name: str, n: int) -> None:
+        if self.bar is not None:
+            self.task = self.bar.add_task(name, total=n)
+
+    def row(self, target: str, row: dict[str, Any]) -> None:
+        if self.bar is not None and self.task is not None:
+            self.bar.advance(self.task)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point."""
     cli.main(args=list(argv) if argv is not None else None, prog_name="compstack")

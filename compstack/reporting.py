@@ -204,3 +204,56 @@ def print_unified(lines: list[str], color: str = "auto") -> None:
             out.write(f"\x1b[36m{line}\x1b[0m\n")
         else:
             out.write(line + "\n")
+
+
+def print_conformance(report: Any, console: Console | None = None) -> None:
+    """The conformance funnel: per target, passed and the failures at each stage."""
+    from compstack.conformance.suite import FUNNEL
+
+    console = console or _console()
+    sel = report.selection
+    what = f"{sel.get('cases')} of {sel.get('total_available')} ONNX node tests"
+    if sel.get("filter"):
+        what += f", filter {sel['filter']!r}"
+    if sel.get("sample"):
+        what += f", sample {sel['sample']} (seed {sel.get('seed')})"
+    table = Table(title=f"conformance: {what}")
+    cols = ["target", "version", "passed", *[f"fail@{s}" for s in FUNNEL], "unsupported", "timeout", "crashed",
+            "pass rate", "fixed", "regressions", "time s"]
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("target", "version") else "right")
+    for s in report.summaries:
+        if not s.available:
+            table.add_row(s.target, s.version, *["-"] * (len(cols) - 3), f"unavailable: {s.reason}"[:40])
+            continue
+        table.add_row(s.target, s.version, str(s.passed), *[str(s.failed_at.get(st, 0)) for st in FUNNEL],
+                      str(s.unsupported), str(s.timeout), str(s.crashed), f"{s.pass_rate:.1%}",
+                      str(len(s.fixed)) if s.xfail_file else "-", str(len(s.regressions)) if s.xfail_file else "-",
+                      f"{s.seconds:.0f}")
+    console.print(table)
+    console.print(f"  rule: {report.rule}", highlight=False, soft_wrap=True)
+    for s in report.summaries:
+        if s.available and not s.xfail_file:
+            console.print(f"  {s.target}: no XFAIL file for version {s.version} (record one with --update-xfail)",
+                          highlight=False)
+        for case in s.regressions[:20]:
+            row = next(r for r in report.rows if r["target"] == s.target and r["case"] == case)
+            console.print(f"  [red]regression[/] {s.target} {case}: {row['status']} at {row['stage']}: "
+                          f"{row['error'][:160]}", highlight=False, soft_wrap=True)
+        for case in s.fixed[:20]:
+            console.print(f"  [green]fixed[/] {s.target} {case}", highlight=False)
+
+
+def print_trend(rows: list[dict[str, Any]], console: Console | None = None) -> None:
+    """Pass rate per target per stored conformance run."""
+    import datetime
+
+    console = console or _console()
+    table = Table(title="conformance trend")
+    for col in ("run", "date", "target", "version", "cases", "passed", "pass rate"):
+        table.add_column(col)
+    for r in rows:
+        when = datetime.datetime.fromtimestamp(r["created"]).strftime("%Y-%m-%d %H:%M")
+        table.add_row(r["run_id"], when, r["target"], r["version"], str(r["total"]), str(r["passed"]),
+                      f"{r['pass_rate']:.1%}")
+    console.print(table)

@@ -90,6 +90,11 @@ class TargetOptions:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
 
 
+#: The numpy dtypes every target is expected to take; ``ml_dtypes`` types (bfloat16,
+#: float8, int4) and strings are opt-in per target.
+PLAIN_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                          "float16", "float32", "float64"})
+
 #: ``Lowered.passes(mode)``: ``all`` keeps the IR after every pass, ``changed`` only
 #: after passes that changed it (MLIR's ``--mlir-print-ir-after-change``).
 PASS_MODES = ("all", "changed")
@@ -151,6 +156,8 @@ class Target:
     compiled_stages: ClassVar[tuple[str, ...]] = ()
     #: File suffix of each stage's text when written to disk (default ``.txt``).
     stage_suffix: ClassVar[dict[str, str]] = {}
+    #: numpy dtype names the target takes as inputs/outputs (``object``: strings).
+    supported_dtypes: ClassVar[frozenset[str]] = PLAIN_DTYPES
 
     def __init__(self, options: TargetOptions | None = None) -> None:
         self.options = options if options is not None else self.Options()

@@ -19,7 +19,7 @@ import onnx
 import onnx_ir as ir
 
 from compstack import ir as cir
-from compstack.target import Availability, Compiled, Lowered, Target, TargetOptions
+from compstack.target import PLAIN_DTYPES, Availability, Compiled, Lowered, Target, TargetOptions
 
 __all__ = ["OrtCpuTarget", "OrtOptions"]
 
@@ -64,6 +64,8 @@ class OrtCpuTarget(Target):
     Options = OrtOptions
     stage_names = ("onnx", "optimized")
     compiled_stages = ("optimized",)
+    #: ORT's numpy binding takes strings but rejects ml_dtypes arrays (bfloat16, float8, int4).
+    supported_dtypes = PLAIN_DTYPES | {"object"}
 
     @classmethod
     def availability(cls) -> Availability:

@@ -18,7 +18,7 @@ import onnx
 import onnx_ir as ir
 
 from compstack import ir as cir
-from compstack.target import Availability, Compiled, Lowered, Target, TargetOptions
+from compstack.target import PLAIN_DTYPES, Availability, Compiled, Lowered, Target, TargetOptions
 
 __all__ = ["ReferenceTarget", "ReferenceOptions", "to_float64"]
 
@@ -97,6 +97,8 @@ class ReferenceTarget(Target):
     description = "ONNX reference evaluator (NumPy), float64 by default: the oracle"
     Options = ReferenceOptions
     stage_names = ("onnx",)
+    supported_dtypes = PLAIN_DTYPES | {"object", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+                                       "float8_e5m2fnuz", "int4", "uint4", "float4_e2m1fn"}
 
     @classmethod
     def availability(cls) -> Availability:

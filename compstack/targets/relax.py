@@ -331,9 +331,17 @@ def _codegen_stages(ex: Any) -> dict[str, Callable[[], str]]:
 
 
 def _outputs(value: Any) -> list[np.ndarray]:
-    """VM results (a Tensor, or an Array of them for tuple outputs) as host arrays."""
+    """VM results (a Tensor, a Shape, or an Array of them for tuple outputs) as host arrays.
+
+    A Relax ``R.shape`` result (an ONNX ``Shape`` output folded to a constant shape) is
+    one int64 tensor, as ONNX defines it, not one output per dimension.
+    """
+    import tvm_ffi
+
     if hasattr(value, "numpy"):
         return [value.numpy()]
+    if isinstance(value, tvm_ffi.Shape):
+        return [np.asarray(tuple(value), dtype=np.int64)]
     if isinstance(value, (int, float, bool)):
         return [np.asarray(value)]
     return [out for item in value for out in _outputs(item)]

@@ -1,0 +1,248 @@
+"""The conformance run: ONNX node tests on each target, the stage funnel, XFAIL files
+and history.
+
+For each target the cases run on a pool of long-lived workers
+(:mod:`compstack.conformance.pool`). Each case ends in one funnel stage (``import``,
+``lower``, ``compile``, ``run``, ``compare``) or passes; ``unsupported``, ``timeout`` and
+``crashed`` are counted apart. The pass rate is passed / cases run.
+
+XFAIL files (``<xfail-dir>/<target>@<stack version>.txt``, one failing case per line
+with ``# stage: error``) pin the known failures of one stack version: a listed case
+that passes is reported ``fixed``, a case that fails and is not listed is a
+``regression``. Every run is stored in the results database (tables
+``conformance_runs`` and ``conformance_cases``) for ``--trend``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from compstack import targets as registry
+from compstack.conformance.cases import Case
+from compstack.conformance.pool import run_pool
+from compstack.errors import UserError
+
+__all__ = ["FUNNEL", "RULE", "TargetSummary", "SuiteReport", "run_suite", "store", "trend", "read_xfail",
+           "write_xfail", "xfail_path", "DEFAULT_XFAIL_DIR"]
+
+FUNNEL = ("import", "lower", "compile", "run", "compare")
+RULE = ("ONNX backend test runner rule: same output count, shapes and dtypes; strings and integers exact; "
+        "floats assert_allclose with the case's rtol/atol (default rtol=1e-3, atol=1e-7), NaN equal to NaN; "
+        "bfloat16 compared in float32 with rtol >= 2**-6")
+DEFAULT_XFAIL_DIR = Path(__file__).parent / "xfail"
+
+
+@dataclass
+class TargetSummary:
+    """One target's column of the conformance table."""
+
+    target: str
+    version: str = ""
+    available: bool = True
+    reason: str = ""
+    total: int = 0
+    passed: int = 0
+    failed_at: dict[str, int] = field(default_factory=lambda: {s: 0 for s in FUNNEL})
+    unsupported: int = 0
+    timeout: int = 0
+    crashed: int = 0
+    seconds: float = 0.0
+    restarts: int = 0
+    xfail_file: str = ""
+    fixed: list[str] = field(default_factory=list)
+    regressions: list[str] = field(default_factory=list)
+
+    @property
+    def pass_rate(self) -> float:
+        """passed / cases run (0 when none ran)."""
+        return self.passed / self.total if self.total else 0.0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.total += 1
+        status = row["status"]
+        if status == "passed":
+            self.passed += 1
+        elif status in ("unsupported", "timeout", "crashed"):
+            setattr(self, status, getattr(self, status) + 1)
+        else:
+            self.failed_at[row["stage"]] = self.failed_at.get(row["stage"], 0) + 1
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["pass_rate"] = self.pass_rate
+        return d
+
+
+@dataclass
+class SuiteReport:
+    """A whole conformance run."""
+
+    run_id: str
+    rule: str
+    summaries: list[TargetSummary]
+    rows: list[dict[str, Any]]
+    selection: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": 1, "run_id": self.run_id, "rule": self.rule, "selection": self.selection,
+                "targets": [s.to_json() for s in self.summaries], "cases": self.rows}
+
+
+def xfail_path(xfail_dir: Path, target: str, version: str) -> Path:
+    """``<dir>/<target>@<version>.txt``."""
+    return xfail_dir / f"{target}@{version}.txt"
+
+
+def read_xfail(path: Path) -> dict[str, str]:
+    """``{case: comment}`` of an XFAIL file (empty when it does not exist)."""
+    out: dict[str, str] = {}
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        name, _, comment = line.partition("#")
+        if name.strip():
+            out[name.strip()] = comment.strip()
+    return out
+
+
+def write_xfail(path: Path, target: str, version: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Record this run's failures, keeping the entries of cases this run did not cover."""
+    kept = read_xfail(path)
+    for row in rows:
+        kept.pop(row["case"], None)
+        if row["status"] != "passed":
+            kept[row["case"]] = f"{row['status']} at {row['stage']}: {row['error'][:150]}".replace("\n", " ")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [f"# XFAIL for {target} {version}: ONNX node tests known to fail (compstack conformance "
+             "--update-xfail)"] + [f"{k}  # {v}" for k, v in sorted(kept.items())]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _version(versions: dict[str, str]) -> str:
+    return next(iter(versions.values()), "unknown") if versions else "unknown"
+
+
+def run_suite(cases: Sequence[Case], cases_file: Path, target_names: Sequence[str], *, workers: int,
+              timeout: float, cache_dir: Path | None, xfail_dir: Path, update_xfail: bool = False,
+              target_options: dict[str, dict[str, str]] | None = None,
+              on_result: Callable[[str, dict[str, Any]], None] | None = None,
+              on_target: Callable[[str, int], None] | None = None,
+              selection: dict[str, Any] | None = None) -> SuiteReport:
+    """Run ``cases`` on each target; see the module docstring.
+
+    Args:
+        cases: the selected cases; ``cases_file`` is the cache file the workers load.
+        target_names: resolved target names.
+        workers: worker processes per target.
+        timeout: per-case wall-clock limit, seconds.
+        cache_dir: artifact cache root (compiled cases are cached), or None.
+        xfail_dir: where the XFAIL files are.
+        update_xfail: rewrite each target's XFAIL file from this run.
+        on_result: progress callback ``(target, row)``; ``on_target(target, n)`` at start.
+        selection: how the cases were chosen (filter, sample), stored with the run.
+
+    Raises:
+        UserError: unknown target.
+    """
+    run_id = uuid.uuid4().hex[:12]
+    summaries, rows = [], []
+    names = [c.name for c in cases]
+    for tname in target_names:
+        entry = next((e for e in registry.entries() if e.name == tname), None)
+        if entry is None:
+            raise UserError(f"unknown target '{tname}'; run `compstack targets` to list them")
+        summary = TargetSummary(tname)
+        if on_target:
+            on_target(tname, len(names))
+        spec = {"target_ref": entry.ref, "options": (target_options or {}).get(tname, {}),
+                "cases": str(cases_file), "cache_dir": str(cache_dir) if cache_dir else None}
+        target_rows: list[dict[str, Any]] = []
+
+        def collect(row: dict[str, Any], tname: str = tname, summary: TargetSummary = summary,
+                    target_rows: list[dict[str, Any]] = target_rows) -> None:
+            row = {"target": tname, **row}
+            summary.add(row)
+            target_rows.append(row)
+            if on_result:
+                on_result(tname, row)
+
+        t0 = time.perf_counter()
+        info = run_pool(spec, names, workers, timeout, collect)
+        summary.seconds = time.perf_counter() - t0
+        summary.version = _version(info.get("versions", {}))
+        summary.available = bool(info.get("available", True))
+        summary.reason = info.get("reason", "")
+        summary.restarts = int(info.get("restarts", 0))
+        if summary.available:
+            _check_xfail(summary, target_rows, xfail_dir, update_xfail)
+        target_rows.sort(key=lambda r: r["case"])
+        rows.extend(target_rows)
+        summaries.append(summary)
+    return SuiteReport(run_id, RULE, summaries, rows, {"cases": len(names), **(selection or {})})
+
+
+def _check_xfail(summary: TargetSummary, rows: list[dict[str, Any]], xfail_dir: Path, update: bool) -> None:
+    path = xfail_path(xfail_dir, summary.target, summary.version)
+    if path.exists():
+        known = read_xfail(path)
+        summary.xfail_file = str(path)
+        summary.fixed = sorted(r["case"] for r in rows if r["status"] == "passed" and r["case"] in known)
+        summary.regressions = sorted(r["case"] for r in rows if r["status"] != "passed" and r["case"] not in known)
+    if update:
+        write_xfail(path, summary.target, summary.version, rows)
+        summary.xfail_file = str(path)
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS conformance_runs (
+    run_id TEXT, created REAL, target TEXT, version TEXT, onnx_version TEXT, total INTEGER,
+    passed INTEGER, unsupported INTEGER, timeout INTEGER, crashed INTEGER, failed_at_json TEXT,
+    seconds REAL, selection_json TEXT);
+CREATE TABLE IF NOT EXISTS conformance_cases (
+    run_id TEXT, target TEXT, name TEXT, status TEXT, stage TEXT, error TEXT, seconds REAL);
+"""
+
+
+def store(report: SuiteReport, db: Path) -> None:
+    """Append the run to the results database."""
+    import onnx
+
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(db))
+        conn.executescript(_SCHEMA)
+    except (OSError, sqlite3.Error) as exc:
+        raise UserError(f"--db {db}: cannot open results database: {exc}") from None
+    with conn:
+        for s in report.summaries:
+            conn.execute("INSERT INTO conformance_runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         (report.run_id, time.time(), s.target, s.version, onnx.__version__, s.total, s.passed,
+                          s.unsupported, s.timeout, s.crashed, json.dumps(s.failed_at), s.seconds,
+                          json.dumps(report.selection)))
+        conn.executemany("INSERT INTO conformance_cases VALUES (?,?,?,?,?,?,?)",
+                         [(report.run_id, r["target"], r["case"], r["status"], r["stage"], r["error"], r["seconds"])
+                          for r in report.rows])
+    conn.close()
+
+
+def trend(db: Path) -> list[dict[str, Any]]:
+    """Pass rate per target per stored run, oldest first."""
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(str(db))
+    try:
+        conn.executescript(_SCHEMA)
+        cur = conn.execute("SELECT run_id, created, target, version, total, passed, selection_json "
+                           "FROM conformance_runs ORDER BY created")
+        rows = [{"run_id": r[0], "created": r[1], "target": r[2], "version": r[3], "total": r[4], "passed": r[5],
+                 "pass_rate": (r[5] / r[4]) if r[4] else 0.0, "selection": json.loads(r[6] or "{}")}
+                for r in cur.fetchall()]
+    finally:
+        conn.close()
+    return rows

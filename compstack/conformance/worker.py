@@ -1,0 +1,187 @@
+"""A long-lived conformance worker: one target, many cases, one process.
+
+``python -m compstack.conformance.worker SPEC.json`` loads the target and the cached
+cases once (so the stack's import cost is paid once per worker, not per case), then
+reads case names from stdin, one per line, and answers on a private pipe with JSON
+lines: ``{"progress": STAGE}`` before each stage and ``{"result": {...}}`` at the end of
+each case. The stack's own prints go to stderr, never into the protocol. The parent
+(:mod:`compstack.conformance.pool`) kills and restarts a worker that hangs or dies.
+
+Each case ends in one stage (the funnel): ``import``, ``lower``, ``compile``, ``run``,
+``compare``, or ``passed``; ``unsupported`` when the case uses a dtype or a non-tensor
+input/output the target does not take, or an op the stack reports unsupported.
+
+Comparison rule (the ONNX backend test runner's ``assert_similar_outputs``): same
+number of outputs, same shapes, same dtypes; strings equal; integers and bools exact;
+floats ``numpy.testing.assert_allclose(rtol, atol)`` with NaN equal to NaN, the case's
+tolerances (rtol 1e-3, atol 1e-7 by default); bfloat16 compared in float32 with
+``rtol >= 2**-6`` as the runner does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from compstack.conformance.cases import Case
+
+__all__ = ["compare_case", "run_case", "main"]
+
+def compare_case(expected: list[Any], got: list[Any], rtol: float, atol: float) -> str:
+    """The ONNX runner's rule (see the module docstring); ``""`` when similar, else why."""
+    if len(got) != len(expected):
+        return f"{len(got)} outputs, expected {len(expected)}"
+    for i, (ref, out) in enumerate(zip(expected, got)):
+        out = np.asarray(out)
+        if out.shape != ref.shape:
+            return f"output {i}: shape {list(out.shape)} != expected {list(ref.shape)}"
+        if ref.dtype == object:
+            if not np.array_equal(out.astype(object), ref):
+                return f"output {i}: strings differ"
+            continue
+        if out.dtype != ref.dtype:
+            return f"output {i}: dtype {out.dtype} != expected {ref.dtype}"
+        if ref.dtype.kind in "biu":
+            if not np.array_equal(out, ref):
+                return f"output {i}: {int((out != ref).sum())} integer elements differ"
+            continue
+        r, a, b = rtol, out, ref
+        if ref.dtype.kind not in "fc":  # ml_dtypes (bfloat16, float8...): compare in float32
+            a, b = out.astype(np.float32), ref.astype(np.float32)
+            if ref.dtype.name == "bfloat16":
+                r = max(rtol, 2**-6)  # two bfloat16 ULPs, as the ONNX runner does
+        try:
+            np.testing.assert_allclose(a, b, rtol=r, atol=atol, equal_nan=True)
+        except AssertionError:
+            with np.errstate(all="ignore"):
+                err = np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64))) if a.size else 0.0
+            return f"output {i}: not close (rtol={r:g}, atol={atol:g}; max abs err {err:.3g})"
+    return ""
+
+
+def _dtype_problem(case: Case, supported: frozenset[str]) -> str:
+    if case.io_kind != "tensor":
+        return f"{case.io_kind} input/output: the harness feeds tensors only"
+    for arr in [*case.inputs, *case.outputs]:
+        name = "object" if arr.dtype == object else arr.dtype.name
+        if name not in supported:
+            return f"dtype {name} not taken by this target"
+    return ""
+
+
+def _result(case: str, stage: str, status: str, error: str = "", t0: float = 0.0) -> dict[str, Any]:
+    return {"case": case, "stage": stage, "status": status, "error": error[:400],
+            "seconds": round(time.perf_counter() - t0, 4)}
+
+
+def run_case(case: Case, target: Any, cache: Any, versions: dict[str, str],
+             progress: Callable[[str], None]) -> dict[str, Any]:
+    """Run one case on ``target`` through the stages; never raises for the stack's sake."""
+    import onnx
+    import onnx_ir as ir
+
+    from compstack.cache import cache_key
+    from compstack.errors import UnsupportedError
+    from compstack.jobs import _first_line
+
+    t0 = time.perf_counter()
+    stage = "import"
+    try:
+        progress(stage)
+        why = _dtype_problem(case, target.supported_dtypes)
+        if why:
+            return _result(case.name, stage, "unsupported", why, t0)
+        proto = onnx.ModelProto()
+        proto.ParseFromString(case.model)
+        model = ir.serde.deserialize_model(proto)
+        names = [v.name for v in model.graph.inputs if not v.is_initializer()]
+        if len(names) != len(case.inputs):
+            return _result(case.name, stage, "unsupported", "inputs do not match the graph's", t0)
+        key = cache_key(hash_bytes(case.model), target.name, target.options.to_dict(), versions) if cache else ""
+        compiled = _cached(cache, target, key, model)
+        if compiled is None:
+            stage = "lower"
+            progress(stage)
+            lowered = target.lower(model)
+            stage = "compile"
+            progress(stage)
+            compiled = lowered.compile()
+            if cache is not None:
+                staging = cache.staging(target.name)
+                cache.publish(staging, target.name, key, compiled.save(staging), {"case": case.name})
+        stage = "run"
+        progress(stage)
+        outs = compiled.run(dict(zip(names, case.inputs)))
+        stage = "compare"
+        progress(stage)
+        why = compare_case(case.outputs, [outs[n] for n in compiled.output_names], case.rtol, case.atol)
+        return _result(case.name, "compare" if why else "passed", "failed" if why else "passed", why, t0)
+    except UnsupportedError as exc:
+        return _result(case.name, stage, "unsupported", str(exc), t0)
+    except Exception as exc:  # noqa: BLE001 - the stack's failure is this case's outcome
+        return _result(case.name, stage, "failed", _first_line(exc), t0)
+
+
+def hash_bytes(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _cached(cache: Any, target: Any, key: str, model: Any) -> Any:
+    if cache is None:
+        return None
+    entry, _ = cache.lookup(target.name, key)
+    if entry is None:
+        return None
+    try:
+        return target.load_compiled(entry.folder, model)
+    except Exception:  # noqa: BLE001 - an unloadable entry is rebuilt
+        cache.evict(target.name, key)
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker entry point (see the module docstring)."""
+    import pickle
+
+    from compstack.cache import ArtifactCache
+    from compstack.jobs import load_target_class
+
+    spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
+    proto = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol pipe
+    os.dup2(2, 1)  # whatever the stacks print goes to stderr
+    sys.stdout = sys.stderr
+    cls = load_target_class(spec["target_ref"])
+    avail = cls.availability()
+    target = cls(cls.Options.from_strings(spec["options"]))
+    with open(spec["cases"], "rb") as f:
+        cases = {c.name: c for c in pickle.load(f)}  # compstack's own cache file
+    cache = ArtifactCache(Path(spec["cache_dir"]) / "artifacts" / "conformance") if spec.get("cache_dir") else None
+    proto.write(json.dumps({"ready": True, "versions": dict(avail.versions), "available": avail.ok,
+                            "reason": avail.reason}) + "\n")
+
+    def progress(stage: str) -> None:
+        proto.write(json.dumps({"progress": stage}) + "\n")
+
+    for line in sys.stdin:
+        name = line.strip()
+        if not name:
+            continue
+        try:
+            result = run_case(cases[name], target, cache, dict(avail.versions), progress)
+        except Exception:  # noqa: BLE001 - report compstack's own bug for this case, keep serving
+            result = _result(name, "import", "failed", "compstack error: " + traceback.format_exc(limit=3))
+        proto.write(json.dumps({"result": result}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -89,6 +89,8 @@ class ArtifactCache:
         problem = ""
         try:
             meta = json.loads(meta_path.read_text())
+            if not meta["files"]:
+                problem = "no files recorded"
             for name, info in meta["files"].items():
                 p = folder / name
                 if not p.is_file():

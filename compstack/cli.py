@@ -19,6 +19,27 @@ from compstack.errors import CompstackError, UserError
 __all__ = ["main", "cli"]
 
 
+class _Finite(click.ParamType):
+    """A finite float within [lo, hi] (click's FloatRange lets NaN and inf through)."""
+
+    name = "float"
+
+    def __init__(self, lo: float = float("-inf"), hi: float = float("inf"), lo_open: bool = False) -> None:
+        self.lo, self.hi, self.lo_open = lo, hi, lo_open
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        import math
+
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(x) or x < self.lo or x > self.hi or (self.lo_open and x == self.lo):
+            lo = f"> {self.lo:g}" if self.lo_open else f">= {self.lo:g}"
+            self.fail(f"{value} is not a finite number {lo} and <= {self.hi:g}", param, ctx)
+        return x
+
+
 def _fail(message: str) -> None:
     click.echo(f"compstack: error: {message}", err=True)
     sys.exit(2)
@@ -71,19 +92,19 @@ def _run_options(f: Any) -> Any:
         click.option("--db", type=click.Path(dir_okay=False),
                      help="Results database [env COMPSTACK_DB; default .compstack/results.sqlite]."),
         click.option("--no-cache", is_flag=True, help="Compile everything anew; neither read nor write the cache."),
-        click.option("--timeout", type=click.FloatRange(min=1), default=900, show_default=True,
+        click.option("--timeout", type=_Finite(1, 86400), default=900, show_default=True,
                      help="Wall-clock limit of one target's job, seconds."),
         click.option("--memory-limit", type=click.IntRange(min=0), default=None,
                      help="Resident-memory limit of one target's job, MiB (0: none) [default: 75% of RAM]."),
-        click.option("--rtol", type=float, help="Relative tolerance for every float output."),
-        click.option("--atol", type=float, help="Absolute tolerance for every float output."),
+        click.option("--rtol", type=_Finite(0, 1e6), help="Relative tolerance for every float output."),
+        click.option("--atol", type=_Finite(0, 1e30), help="Absolute tolerance for every float output."),
         click.option("--reference", default="auto", show_default=True,
                      help="auto (float64 onnx.reference when small enough, else ort-cpu), reference, or a target."),
         click.option("--no-latency", is_flag=True, help="Skip latency measurement."),
         click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Warm-up runs."),
         click.option("--min-runs", type=click.IntRange(min=1), default=20, show_default=True,
                      help="At least this many timed runs..."),
-        click.option("--min-time", type=click.FloatRange(min=0), default=1.0, show_default=True,
+        click.option("--min-time", type=_Finite(0, 3600), default=1.0, show_default=True,
                      help="...and at least this many seconds of timed runs."),
         click.option("--save-inputs", type=click.Path(dir_okay=False), help="Write input set 0 to this .npz."),
         click.option("--save-outputs", type=click.Path(dir_okay=False),
@@ -110,7 +131,7 @@ def _validate_target_options(opts: dict[str, dict[str, str]]) -> None:
 
     for target, kv in opts.items():
         cls = registry.get(target)
-        cls.Options.from_strings(kv)
+        cls.Options.from_strings(kv, owner=target)
 
 
 def _load_source(model: str, cache_dir: str | None) -> Any:
@@ -186,14 +207,18 @@ def _do_compare(model: str, targets_spec: str, kw: dict[str, Any]) -> Any:
 # commands
 
 
-@cli.command()
+@cli.command(short_help="Compare targets on a model: numerics, compile time, latency.")
 @click.argument("model", required=False)
 @click.option("--targets", "targets_spec", default="cpu", show_default=True,
               help="Comma-separated targets or aliases (cpu, all); see `compstack targets`.")
 @_common_model_options
 @_run_options
 def compare(model: str | None, targets_spec: str, **kw: Any) -> None:
-    """Compare targets on MODEL (zoo:NAME, file.onnx, file.py:function; default zoo:cnn)."""
+    """Compare targets on MODEL (zoo:NAME, file.onnx, file.py:function; default zoo:cnn).
+
+    Exit status: 0 when every row is ok, unsupported or unavailable; 1 when a row is
+    mismatch, failed, crashed, timeout or oom; 2 on bad input.
+    """
     from compstack.reporting import print_report
     from compstack.sources import DEFAULT_MODEL
 
@@ -202,9 +227,21 @@ def compare(model: str | None, targets_spec: str, **kw: Any) -> None:
         click.echo(json.dumps(report.to_json(), indent=1, default=str))
     else:
         print_report(report)
+    _exit_for(report)
 
 
-@cli.command()
+#: Statuses that make ``compare``/``run`` exit 1: the stack ran and was wrong, or broke.
+_BAD = ("mismatch", "failed", "crashed", "timeout", "oom")
+
+
+def _exit_for(report: Any) -> None:
+    """Exit 1 when a row is mismatch/failed/crashed/timeout/oom (unavailable and
+    unsupported are facts about the machine or the stack, not failures)."""
+    if any(r.status in _BAD for r in report.results):
+        sys.exit(1)
+
+
+@cli.command(short_help="Run a model on one target: outputs, numerics, latency.")
 @click.argument("model")
 @click.option("--target", "target", required=True, help="One target; see `compstack targets`.")
 @_common_model_options
@@ -213,21 +250,22 @@ def run(model: str, target: str, **kw: Any) -> None:
     """Run MODEL on one target: outputs summary, numerics against the reference, latency."""
     from compstack.reporting import print_outputs, print_report
 
-    report = _do_compare(model, target, kw)
+    report = _do_compare(model, _resolve_one(target), kw)
     if kw["as_json"]:
         click.echo(json.dumps(report.to_json(), indent=1, default=str))
     else:
         print_outputs(report)
         print_report(report)
+    _exit_for(report)
 
 
-@cli.command()
+@cli.command(short_help="Lower and compile for a target: artifact, stages, manifest.json.")
 @click.argument("model")
 @click.option("--target", "target", required=True, help="One target; see `compstack targets`.")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder for the artifact, the stage dumps and manifest.json.")
 @_common_model_options
-@click.option("--timeout", type=click.FloatRange(min=1), default=900, show_default=True,
+@click.option("--timeout", type=_Finite(1, 86400), default=900, show_default=True,
               help="Wall-clock limit of the job, seconds.")
 @click.option("--memory-limit", type=click.IntRange(min=0), default=None,
               help="Resident-memory limit of the job, MiB (0: none) [default: 75% of RAM].")
@@ -303,7 +341,7 @@ def zoo(as_json: bool, cache_dir: str | None) -> None:
         print_zoo(rows)
 
 
-@cli.command()
+@cli.command(short_help="Dump the IR of a model at a stage, or at every stage and pass.")
 @click.argument("model")
 @click.option("--target", "target", required=True, help="One target; see `compstack targets`.")
 @click.option("--stage", "stage_names", multiple=True, help="A stage to dump (repeatable); see `compstack stages`.")
@@ -313,7 +351,7 @@ def zoo(as_json: bool, cache_dir: str | None) -> None:
               help="Folder for the dumps (without it, one --stage is printed to stdout).")
 @click.option("--option", "target_opts", multiple=True, metavar="TARGET:KEY=VALUE", help="A target option.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder [env COMPSTACK_CACHE_DIR].")
-@click.option("--timeout", type=click.FloatRange(min=1), default=900, show_default=True,
+@click.option("--timeout", type=_Finite(1, 86400), default=900, show_default=True,
               help="Wall-clock limit of the job, seconds.")
 @click.option("--memory-limit", type=click.IntRange(min=0), default=None,
               help="Resident-memory limit of the job, MiB (0: none) [default: 75% of RAM].")
@@ -379,7 +417,7 @@ def stages(target: str) -> None:
         click.echo(st + ("   (after compile)" if st in cls.compiled_stages else ""))
 
 
-@cli.command()
+@cli.command(short_help="Diff two IR dumps (files or MODEL@TARGET:STAGE specs).")
 @click.argument("a")
 @click.argument("b")
 @click.option("--stat", is_flag=True, help="Only the structural summary (op histogram, fused/split nodes).")
@@ -394,7 +432,7 @@ def stages(target: str) -> None:
               help="Sort what has no order (attribute dicts, top-level functions).")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder [env COMPSTACK_CACHE_DIR].")
-@click.option("--timeout", type=click.FloatRange(min=1), default=900, show_default=True,
+@click.option("--timeout", type=_Finite(1, 86400), default=900, show_default=True,
               help="Wall-clock limit of each dump job, seconds.")
 def diff(a: str, b: str, stat: bool, as_json: bool, strip_locations: bool, rename: bool, elide_constants: bool,
          sort_unordered: bool, color: str, cache_dir: str | None, timeout: float) -> None:
@@ -422,14 +460,14 @@ def diff(a: str, b: str, stat: bool, as_json: bool, strip_locations: bool, renam
     sys.exit(0 if result.equal else 1)
 
 
-@cli.command()
+@cli.command(short_help="Run the ONNX node tests on each target (funnel, XFAIL, trend).")
 @click.option("--targets", "targets_spec", default="cpu", show_default=True,
               help="Comma-separated targets or aliases; see `compstack targets`.")
 @click.option("--filter", "pattern", help="Only cases whose name matches this regex (e.g. 'resize|pad').")
 @click.option("--sample", type=click.IntRange(min=1), help="A fixed random sample of N cases (after --filter).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --sample.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes per target [default: cores].")
-@click.option("--timeout", type=click.FloatRange(min=1), default=120, show_default=True,
+@click.option("--timeout", type=_Finite(1, 86400), default=120, show_default=True,
               help="Wall-clock limit per case (import to compare), seconds.")
 @click.option("--json", "as_json", is_flag=True, help="Every case's outcome as JSON on stdout.")
 @click.option("--update-xfail", is_flag=True, help="Record this run's failures as each target's XFAIL file.")
@@ -524,8 +562,18 @@ class _ConformanceProgress:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console entry point."""
-    cli.main(args=list(argv) if argv is not None else None, prog_name="compstack")
+    """Console entry point. Usage errors are one line too, like every other bad input."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="compstack", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        _fail("interrupted")
+    except click.UsageError as exc:
+        where = f" ({exc.ctx.command_path})" if exc.ctx is not None else ""
+        _fail(f"{exc.format_message()}{where}")
+    except click.ClickException as exc:
+        _fail(exc.format_message())
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ def _concrete_shape(inp: ModelInput, shapes: Mapping[str, tuple[int, ...]]) -> t
     if not inp.is_static:
         raise UserError(
             f"input '{inp.name}' has dynamic shape {list(inp.shape)}; give one with "
-            f"--input-shape {inp.name}:" + "x".join(str(d) if isinstance(d, int) else "N" for d in inp.shape)
+            f"--input-shape {inp.name}:" + "x".join(str(d) if isinstance(d, int) else "<n>" for d in inp.shape)
         )
     return tuple(int(d) for d in inp.shape)  # type: ignore[arg-type]
 
@@ -120,6 +120,9 @@ def generate(
         shape = _concrete_shape(inp, shapes)
         dtype = np.dtype(inp.dtype)
         lo, hi = val_ranges.get(inp.name, val_ranges.get("", (None, None)))  # type: ignore[misc]
+        if dtype == np.dtype(object):
+            raise UserError(f"input '{inp.name}' is a string tensor; give its values with --inputs FILE.npz "
+                            "(numpy.savez of a str array)")
         if dtype == np.bool_:
             lo_i, hi_i = (0, 2) if lo is None else (int(lo), int(hi))
             out[inp.name] = rng.integers(lo_i, hi_i, size=shape).astype(np.bool_)
@@ -185,10 +188,17 @@ def load_npz(path: str | Path) -> dict[str, np.ndarray]:
     if not p.is_file():
         raise UserError(f"{p}: no such file")
     try:
-        with np.load(p, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
+        data = np.load(p, allow_pickle=False)
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise UserError(f"{p}: not a readable .npz file ({exc})") from None
+        raise UserError(f"{p}: not a readable .npz file ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise UserError(f"{p}: a single .npy array, not an .npz of arrays by input name (use numpy.savez)")
+    try:
+        with data:
+            # str arrays (dtype <U) stand for ONNX string tensors, which numpy holds as objects
+            return {k: (data[k].astype(object) if data[k].dtype.kind == "U" else data[k]) for k in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise UserError(f"{p}: not a readable .npz file ({str(exc).splitlines()[0]})") from None
 
 
 def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> Path:

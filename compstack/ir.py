@@ -146,15 +146,15 @@ def check(proto: onnx.ModelProto, source: str) -> None:
         if node.domain not in known:
             raise UserError(
                 f"{source}: node '{node.name or node.op_type}' uses unknown op domain "
-                f"'{node.domain}' ({node.op_type}); register it with compstack.ops or "
-                "use a standard ONNX op"
+                f"'{node.domain}' ({node.op_type}); only standard ONNX domains and "
+                "model-local functions are known"
             )
     try:
         # Without full_check: shape inference runs later, in canonicalize().
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise UserError(f"{source}: ONNX checker: {first}") from None
+        text = " ".join(ln.strip() for ln in str(exc).strip().splitlines() if ln.strip())
+        raise UserError(f"{source}: ONNX checker: {text[:400]}") from None
     except ValueError as exc:  # e.g. a model > 2 GB handed as a proto
         raise UserError(f"{source}: ONNX checker: {exc}") from None
 

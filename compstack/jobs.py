@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -113,18 +114,37 @@ class JobOutcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+_COUNT_KEY = "__sets__"
+
+
 def pack_sets(sets: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Flatten input sets into npz keys ``"<k>::<name>"``."""
-    return {f"{k}::{name}": arr for k, s in enumerate(sets) for name, arr in s.items()}
+    """Flatten input sets into npz keys ``"<k>::<name>"`` (plus the set count, so a
+    model without inputs still has its empty sets)."""
+    flat = {f"{k}::{name}": arr for k, s in enumerate(sets) for name, arr in s.items()}
+    flat[_COUNT_KEY] = np.asarray(len(sets))
+    return flat
 
 
 def unpack_sets(flat: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
     """Inverse of :func:`pack_sets`."""
-    sets: dict[int, dict[str, np.ndarray]] = {}
+    count = int(flat.get(_COUNT_KEY, 0))
+    sets: list[dict[str, np.ndarray]] = [{} for _ in range(count)]
     for key, arr in flat.items():
+        if key == _COUNT_KEY:
+            continue
         k, _, name = key.partition("::")
-        sets.setdefault(int(k), {})[name] = arr
-    return [sets[k] for k in sorted(sets)]
+        while len(sets) <= int(k):
+            sets.append({})
+        sets[int(k)][name] = arr
+    return sets
+
+
+def prepare_worker(cls: type) -> None:
+    """Process-wide set-up of a worker that runs only ``cls``: block ``import torch``
+    when the target does not need it and nothing imported it yet, so libraries that
+    import torch opportunistically (``try: import torch except ImportError``) skip it."""
+    if not getattr(cls, "needs_torch", True) and "torch" not in sys.modules:
+        sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` raise ImportError
 
 
 def load_target_class(ref: str) -> type:
@@ -158,7 +178,7 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         outcome.versions = dict(avail.versions)
         if not avail.ok:
             raise UnavailableError(avail.reason)
-        target = cls(cls.Options.from_strings(job.options))
+        target = cls(cls.Options.from_strings(job.options, owner=job.target))
         outcome.flags = target.flags()
         import onnx_ir as ir
 
@@ -227,7 +247,8 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
 
 
 def _load_sets(path: str) -> list[dict[str, np.ndarray]]:
-    with np.load(path, allow_pickle=False) as data:
+    # compstack wrote this file itself (string inputs are object arrays, hence pickle)
+    with np.load(path, allow_pickle=True) as data:
         return unpack_sets({k: data[k] for k in data.files})
 
 
@@ -284,10 +305,12 @@ def outcome_to_json(outcome: JobOutcome) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Worker entry point: ``python -m compstack.jobs JOB.json``."""
-    import sys
-
     args = sys.argv[1:] if argv is None else argv
     job = Job.load(Path(args[0]))
+    try:
+        prepare_worker(load_target_class(job.target_ref))
+    except (ImportError, AttributeError, ValueError):
+        pass  # execute() reports a target that does not load
 
     def progress(name: str) -> None:
         with open(job.progress_path, "a") as f:

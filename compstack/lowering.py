@@ -27,6 +27,24 @@ from compstack.session import model_file
 __all__ = ["lower_to_folder"]
 
 
+def _clear_previous(out: Path) -> None:
+    """Remove what an earlier ``compstack lower`` wrote into ``out`` (its manifest's
+    artifacts, ``stages/`` and the manifest), so two targets' files never mix."""
+    manifest = out / "manifest.json"
+    if not manifest.exists():
+        return
+    try:
+        old = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        old = {}
+    for rel in old.get("artifacts", []):
+        p = out / rel
+        if p.is_file() and out.resolve() in p.resolve().parents:
+            p.unlink()
+    shutil.rmtree(out / "stages", ignore_errors=True)
+    manifest.unlink(missing_ok=True)
+
+
 def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Mapping[str, str],
                     kw: Mapping[str, Any]) -> dict[str, Any]:
     """Lower + compile ``source`` for ``target`` into ``out``; returns the manifest.
@@ -44,6 +62,7 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
     """
     cfg = settings(cache_dir=kw.get("cache_dir"))
     cls = registry.get(target)
+    _clear_previous(out)
     model_inputs = cir.graph_inputs(source.model)
     static = all(i.is_static for i in model_inputs) or source.example_inputs
     sets = input_sets(model_inputs, 1, kw.get("seed", 0), source.example_inputs or None,
@@ -64,8 +83,8 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
         "status": outcome.status, "stage": outcome.stage, "error": outcome.error,
         "model": {"name": source.name, "fingerprint": source.fingerprint},
         "inputs": [{"name": i.name, "dtype": str(i.dtype), "shape": list(i.shape)} for i in model_inputs],
-        "outputs": [{"name": v.name, "dtype": v.dtype.name if v.dtype else None,
-                     "shape": [str(d) for d in v.shape] if v.shape is not None else None}
+        "outputs": [{"name": v.name, "dtype": str(v.dtype.numpy()) if v.dtype else None,
+                     "shape": [d if isinstance(d, int) else str(d) for d in v.shape] if v.shape is not None else None}
                     for v in source.model.graph.outputs],
         "flags": outcome.flags, "versions": outcome.versions,
         "lower_s": outcome.lower_s, "compile_s": outcome.compile_s,

@@ -117,18 +117,23 @@ def run_isolated(job: Job, limits: Limits = Limits(), poll_s: float = 0.05) -> J
         killed = ""
         peak = 0
         limit_bytes = limits.memory_mb * 2**20
-        while proc.poll() is None:
-            if time.monotonic() - t0 > limits.timeout_s:
-                killed = "timeout"
-            elif limit_bytes:
-                rss = _tree_rss_bytes(proc.pid)
-                peak = max(peak, rss)
-                if rss > limit_bytes:
-                    killed = "oom"
-            if killed:
-                _kill_group(proc)
-                break
-            time.sleep(poll_s)
+        try:
+            while proc.poll() is None:
+                if time.monotonic() - t0 > limits.timeout_s:
+                    killed = "timeout"
+                elif limit_bytes:
+                    rss = _tree_rss_bytes(proc.pid)
+                    peak = max(peak, rss)
+                    if rss > limit_bytes:
+                        killed = "oom"
+                if killed:
+                    _kill_group(proc)
+                    break
+                time.sleep(poll_s)
+        except BaseException:  # Ctrl-C or a bug here: never leave a worker behind
+            _kill_group(proc)
+            proc.wait()
+            raise
         proc.wait()
     if killed == "timeout":
         return JobOutcome(target=job.target, status="timeout", stage=_last_stage(job),

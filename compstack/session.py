@@ -27,6 +27,7 @@ from compstack import ir as cir
 from compstack import targets as registry
 from compstack.compare import compare_outputs
 from compstack.config import Settings
+from compstack.errors import UserError
 from compstack.inputs import check_feeds, input_sets, save_npz
 from compstack.jobs import Job, JobOutcome, pack_sets
 from compstack.latency import LatencyConfig
@@ -81,10 +82,15 @@ def model_file(source: cir.SourceModel, cache_dir: Path) -> Path:
     fp = source.fingerprint
     path = cache_dir / "models" / f"{fp}.onnx"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        cir.save(source.model, tmp)
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            cir.save(source.model, tmp)
+            os.replace(tmp, path)
+        except (OSError, UserError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UserError(f"cache folder {cache_dir}: not writable ({why}); set --cache-dir or "
+                            "COMPSTACK_CACHE_DIR") from None
     return path
 
 
@@ -131,32 +137,28 @@ def compare(
         UserError: bad inputs (wrong names, dtypes or shapes), unwritable database.
     """
     model_inputs = cir.graph_inputs(source.model)
-    first = options.inputs
-    if first is not None:
-        check_feeds(model_inputs, first, "--inputs")
-    elif source.example_inputs:
-        first = source.example_inputs
-    ranges = {**source.val_ranges, **options.val_ranges}
-    count = options.latency.input_sets if options.latency else 1
-    sets = input_sets(model_inputs, count, options.seed, first, ranges, options.shapes)
-
+    sets, origin = _make_input_sets(source, options)
     if save_inputs is not None:
         save_npz(save_inputs, sets[0])
     stats = op_stats(source.model)
-    model_path = model_file(source, settings.cache_dir)
     db = ResultsDB(settings.db)
+    work = Path(tempfile.mkdtemp(prefix="compstack-run-"))
+    try:
+        model_path = model_file(source, settings.cache_dir if options.cache else work)
+    except UserError:
+        db.close()
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     ref_name, ref_opts = _pick_reference(source, options.reference)
     report = Report(
         model={"name": source.name, "fingerprint": source.fingerprint, "nodes": stats.nodes,
                "params": stats.params, "flops": stats.flops, "origin": source.origin,
                "opset": source.model.opset_imports.get("", 0)},
         reference={"target": ref_name, **({"precision": ref_opts["precision"]} if ref_opts else {})},
-        inputs={"seed": options.seed, "sets": len(sets),
-                "source": "file" if options.inputs is not None else ("model" if source.example_inputs else "generated"),
+        inputs={"seed": options.seed, "sets": len(sets), "source": origin,
                 "arrays": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in sets[0].items()}},
     )
     expected = {v.name: v.dtype.numpy() for v in source.model.graph.outputs if v.dtype is not None}
-    work = Path(tempfile.mkdtemp(prefix="compstack-run-"))
     saved: dict[str, np.ndarray] = {}
     try:
         inputs_path = work / "inputs.npz"
@@ -196,6 +198,38 @@ def compare(
     return report
 
 
+def _make_input_sets(source: cir.SourceModel, options: CompareOptions) -> tuple[list[dict[str, np.ndarray]], str]:
+    """Input sets and where set 0 came from (``file``, ``model`` or ``generated``).
+
+    ``--inputs`` wins; else the model's own example inputs, unless ``--val-range`` or
+    ``--input-shape`` was given, which asks for generated inputs (the model's own value
+    ranges still apply to the inputs the flags do not name).
+
+    Raises:
+        UserError: the arrays do not fit the model, a flag names no input, or the
+            requested inputs do not fit in memory.
+    """
+    model_inputs = cir.graph_inputs(source.model)
+    count = options.latency.input_sets if options.latency else 1
+    ranges = {**source.val_ranges, **options.val_ranges}
+    first, origin = None, "generated"
+    if options.inputs is not None:
+        if options.shapes:
+            raise UserError("--input-shape has no effect with --inputs (the arrays fix the shapes)")
+        check_feeds(model_inputs, options.inputs, "--inputs")
+        extra = sorted(set(options.inputs) - {i.name for i in model_inputs})
+        if extra:
+            raise UserError(f"--inputs: array(s) {', '.join(extra)} match no model input "
+                            f"(inputs: {', '.join(i.name for i in model_inputs)})")
+        first, origin = options.inputs, "file"
+    elif source.example_inputs and not options.val_ranges and not options.shapes:
+        first, origin = source.example_inputs, "model"
+    try:
+        return input_sets(model_inputs, count, options.seed, first, ranges, options.shapes), origin
+    except MemoryError:
+        raise UserError("the requested input shapes do not fit in memory; check --input-shape") from None
+
+
 def _load_outputs(job: Job) -> dict[str, np.ndarray] | None:
     if not job.outputs_path.exists():
         return None
@@ -231,8 +265,13 @@ def _to_result(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expect
                     compile_s=compile_s, latency_ms=outcome.latency, versions=outcome.versions,
                     flags=outcome.flags, cached=outcome.cached, unsupported_ops=outcome.unsupported_ops,
                     notes=notes, log=outcome.log)
-    if outcome.latency and outcome.latency.get("noisy"):
-        result.notes.append(f"latency CV {outcome.latency['cv']:.1%} > 2.5 %: noisy measurement")
+    lat = outcome.latency
+    if lat and lat.get("noisy"):
+        result.notes.append(f"latency CV {lat['cv']:.1%} > 2.5 %: noisy measurement (std/mean; p10-p90 shows "
+                            "the spread without outliers)")
+    if lat and options.latency and lat.get("runs", 0) < options.latency.min_runs:
+        result.notes.append(f"latency from {lat['runs']} runs only: the {options.latency.max_time_s:g} s cap "
+                            f"came before --min-runs {options.latency.min_runs}")
     if outcome.status != "ok":
         return result
     actual = outcome.extra.get("outputs") or {}

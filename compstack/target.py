@@ -55,18 +55,24 @@ class TargetOptions:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_strings(cls, items: Mapping[str, str]) -> "TargetOptions":
-        """Parse ``{"opt_level": "3"}`` into a typed instance.
+    def from_strings(cls, items: Mapping[str, str], owner: str = "") -> "TargetOptions":
+        """Parse ``{"opt_level": "3"}`` into a typed, validated instance.
+
+        Args:
+            items: option name -> value as given on the command line.
+            owner: the target's name, for error messages.
 
         Raises:
-            UserError: unknown option name or value of the wrong type.
+            UserError: unknown option name, a value of the wrong type, or a value
+                :meth:`validate` rejects; the message names the flag.
         """
+        prefix = f"--option {owner + ':' if owner else ''}"
         fields = {f.name: f for f in dataclasses.fields(cls)}
         kwargs: dict[str, Any] = {}
         for key, raw in items.items():
             if key not in fields:
                 valid = ", ".join(sorted(fields)) or "none"
-                raise UserError(f"--option {key}: unknown option (valid: {valid})")
+                raise UserError(f"{prefix}{key}: unknown option (valid: {valid})")
             default = getattr(cls(), key)
             try:
                 if isinstance(default, bool):
@@ -82,8 +88,16 @@ class TargetOptions:
                 else:
                     kwargs[key] = raw
             except ValueError:
-                raise UserError(f"--option {key}={raw}: expected {type(default).__name__}") from None
-        return cls(**kwargs)
+                raise UserError(f"{prefix}{key}={raw}: expected {type(default).__name__}") from None
+        options = cls(**kwargs)
+        problem = options.validate()
+        if problem:
+            raise UserError(f"{prefix}{problem}")
+        return options
+
+    def validate(self) -> str:
+        """Hook: ``""`` when the values are valid, else ``"key=value: why"``."""
+        return ""
 
     def key(self) -> str:
         """A short stable hash of the options (part of the artifact-cache key)."""
@@ -158,6 +172,10 @@ class Target:
     stage_suffix: ClassVar[dict[str, str]] = {}
     #: numpy dtype names the target takes as inputs/outputs (``object``: strings).
     supported_dtypes: ClassVar[frozenset[str]] = PLAIN_DTYPES
+    #: Whether the stack needs torch in its worker process. When False, a worker
+    #: blocks ``import torch`` (see :func:`compstack.jobs.prepare_worker`), since some
+    #: stacks import it eagerly without using it (tvm_ffi: ~1.7 s per process).
+    needs_torch: ClassVar[bool] = False
 
     def __init__(self, options: TargetOptions | None = None) -> None:
         self.options = options if options is not None else self.Options()

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from compstack.errors import ToolError, ToolTimeoutError, UnavailableError
+from compstack.errors import ToolError, ToolTimeoutError, UnavailableError, UserError
 
 __all__ = [
     "ToolSettings",
@@ -173,8 +173,11 @@ class Scratch:
         root = tool_settings().save_temps
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if root is not None:
-            root.mkdir(parents=True, exist_ok=True)
-            self.path = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=root))
+            try:
+                root.mkdir(parents=True, exist_ok=True)
+                self.path = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=root))
+            except OSError as exc:
+                raise UserError(f"COMPSTACK_SAVE_TEMPS={root}: not writable ({exc.strerror or exc})") from None
             self.kept = True
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix=f"compstack-{label}-")

@@ -196,4 +196,77 @@ def test_bad_inputs_file_wrong_shape(mlp_onnx: Path, isolated_env: Path) -> None
 
 def test_bad_val_range_and_option(mlp_onnx: Path, isolated_env: Path) -> None:
     _bad("compare", str(mlp_onnx), "--val-range", "x:3", match="--val-range x:3")
-    _bad("compare", str(mlp_onnx), "--option", "ort-cpu:bogus=1", match="--option bogus: unknown option")
+    _bad("compare", str(mlp_onnx), "--option", "ort-cpu:bogus=1", match="--option ort-cpu:bogus: unknown option")
+
+
+def test_bad_cache_dir_is_a_file(mlp_onnx: Path, isolated_env: Path) -> None:
+    blocker = isolated_env / "afile"
+    blocker.write_text("")
+    proc = run_cli("compare", str(mlp_onnx), "--targets", "ort-cpu", env={"COMPSTACK_CACHE_DIR": str(blocker)})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"cache folder {blocker}: not writable" in proc.stderr
+
+
+def test_bad_inputs_npy_not_npz(mlp_onnx: Path, isolated_env: Path) -> None:
+    np.save(isolated_env / "x.npy", np.zeros((4, 16), np.float32))
+    _bad("compare", str(mlp_onnx), "--inputs", str(isolated_env / "x.npy"), match="single .npy array")
+
+
+def test_bad_extra_array_in_inputs(mlp_onnx: Path, isolated_env: Path) -> None:
+    np.savez(isolated_env / "in.npz", x=np.zeros((4, 16), np.float32), z=np.zeros(3))
+    _bad("compare", str(mlp_onnx), "--inputs", str(isolated_env / "in.npz"), match="z match no model input")
+
+
+@pytest.mark.parametrize("flag, value", [("--min-time", "nan"), ("--timeout", "inf"), ("--rtol", "-1")])
+def test_bad_numbers(mlp_onnx: Path, isolated_env: Path, flag: str, value: str) -> None:
+    _bad("compare", str(mlp_onnx), flag, value, match=f"'{flag}'")
+
+
+def test_bad_option_value(mlp_onnx: Path, isolated_env: Path) -> None:
+    _bad("compare", str(mlp_onnx), "--option", "ort-cpu:opt_level=bogus", match="--option ort-cpu:opt_level=bogus")
+    _bad("compare", str(mlp_onnx), "--option", "tvm-llvm:opt_level=9", match="expected 0..3")
+
+
+def test_huge_input_shape_is_a_clear_error(isolated_env: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)]), isolated_env / "dyn.onnx")
+    _bad("compare", str(isolated_env / "dyn.onnx"), match="--input-shape x:<n>x4")
+    _bad("compare", str(isolated_env / "dyn.onnx"), "--input-shape", "x:100000000000x4", match="memory")
+
+
+def test_model_without_inputs_runs(isolated_env: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    node = helper.make_node("Constant", [], ["y"], value=numpy_helper.from_array(np.arange(6, dtype=np.float32)))
+    g = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)]), isolated_env / "const.onnx")
+    data = _compare_json(str(isolated_env / "const.onnx"), "--targets", "ort-cpu,iree-llvm-cpu", "--no-latency")
+    assert [r["status"] for r in data["results"]] == ["ok", "ok"]
+
+
+def test_compare_exits_1_on_mismatch(mlp_onnx: Path, isolated_env: Path) -> None:
+    # rtol=atol=0 against the float64 oracle: float32 rounding is a real mismatch.
+    proc = run_cli("compare", str(mlp_onnx), "--targets", "ort-cpu", "--rtol", "0", "--atol", "0", "--no-latency",
+                   "--json")
+    assert proc.returncode == 1
+    row = json.loads(proc.stdout)["results"][0]
+    assert row["status"] == "mismatch" and row["stage"] == "compare" and "outside tolerance" in row["error"]
+
+
+def test_lower_into_used_folder_replaces_previous_output(mlp_onnx: Path, isolated_env: Path) -> None:
+    out = isolated_env / "out"
+    assert run_cli("lower", str(mlp_onnx), "--target", "iree-llvm-cpu", "-o", str(out)).returncode == 0
+    assert (out / "model.vmfb").exists()
+    assert run_cli("lower", str(mlp_onnx), "--target", "ort-cpu", "-o", str(out)).returncode == 0
+    assert not (out / "model.vmfb").exists() and (out / "optimized.onnx").exists()
+    assert sorted(p.name for p in (out / "stages").iterdir()) == ["00-onnx.txt", "01-optimized.txt"]
+
+
+def test_usage_errors_are_one_line(isolated_env: Path) -> None:
+    _bad("lower", "zoo:mlp", "--target", "ort-cpu", match="Missing option '-o'")

@@ -248,7 +248,7 @@ def test_pyfile_onnx_model(model_py) -> None:
         (":", r"expected FILE\.py:FUNCTION"),
         (":nope", (r"model\.py: no function 'nope' \(functions defined there: boom, build, "
                    r"build_dict, build_onnx, module_only, needs_arg, wrong\)")),
-        (":NOT_A_FUNCTION", r"'NOT_A_FUNCTION' is a int, not a function"),
+        (":NOT_A_FUNCTION", r"'NOT_A_FUNCTION' is of type int, not a function"),
         (":needs_arg", r"must take no arguments \(it requires size\)"),
         (":boom", r"^model\.py:boom: raised RuntimeError: the model is broken$"),
         (":wrong", r"^model\.py:wrong: expected the function to return .*onnx\.ModelProto, got int$"),

@@ -74,7 +74,7 @@ def test_generated_inputs_respect_dtype_shape_and_range() -> None:
 
 
 def test_dynamic_input_without_shape_is_a_clear_error() -> None:
-    with pytest.raises(UserError, match="--input-shape x:3xN"):
+    with pytest.raises(UserError, match="--input-shape x:3x<n>"):
         generate([ModelInput("x", np.dtype(np.float32), (3, "N"))])
 
 

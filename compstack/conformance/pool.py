@@ -42,6 +42,7 @@ class WorkerProcess:
         self.ready: dict[str, Any] = {}
         self.restarts = 0
         self._buf = b""
+        self.eof = False
 
     def start(self, timeout: float) -> None:
         """Start the worker and wait for its ``ready`` line (target and cases loaded).
@@ -50,6 +51,7 @@ class WorkerProcess:
             RuntimeError: the worker died or did not get ready in ``timeout`` seconds.
         """
         log = open(self.log_path, "ab")
+        self.eof = False
         self.proc = subprocess.Popen([sys.executable, "-m", "compstack.conformance.worker", str(self.spec_path)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                      start_new_session=True)
@@ -83,6 +85,7 @@ class WorkerProcess:
                     return None
                 chunk = os.read(fd, 65536)
                 if not chunk:
+                    self.eof = True
                     return None
                 self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
@@ -109,8 +112,13 @@ class WorkerProcess:
                 stage = msg["progress"]
             elif "result" in msg:
                 return msg["result"]
-        timed_out = self.proc.poll() is None
-        rc = self.proc.returncode
+        if self.eof:  # the worker closed its pipe: it is dying; reap it to learn how
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        timed_out = not self.eof and self.proc.poll() is None
+        rc = self.proc.poll()
         self.kill()
         self.restarts += 1
         if timed_out:

@@ -153,13 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     import pickle
 
     from compstack.cache import ArtifactCache
-    from compstack.jobs import load_target_class
+    from compstack.jobs import load_target_class, prepare_worker
 
     spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
     proto = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol pipe
     os.dup2(2, 1)  # whatever the stacks print goes to stderr
     sys.stdout = sys.stderr
     cls = load_target_class(spec["target_ref"])
+    prepare_worker(cls)
     avail = cls.availability()
     target = cls(cls.Options.from_strings(spec["options"]))
     with open(spec["cases"], "rb") as f:

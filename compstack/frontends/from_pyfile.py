@@ -80,7 +80,7 @@ def import_pyfile(spec: str) -> cir.SourceModel:
     func = _find_function(module, path, func_name)
     try:
         result = func()
-    except Exception as exc:  # the user's code may raise anything
+    except (Exception, SystemExit) as exc:  # the user's code may raise anything, or sys.exit()
         raise UserError(f"{name}: raised {_first_line(exc)}") from exc
     return _to_source(result, name)
 
@@ -137,7 +137,7 @@ def _find_function(module: ModuleType, path: Path, func_name: str) -> Callable[[
         listing = ", ".join(own) if own else "none"
         raise UserError(f"{path}: no function '{func_name}' (functions defined there: {listing})")
     if not callable(func):
-        raise UserError(f"{path}: '{func_name}' is a {type(func).__name__}, not a function")
+        raise UserError(f"{path}: '{func_name}' is of type {type(func).__name__}, not a function")
     try:
         sig = inspect.signature(func)
     except (TypeError, ValueError):

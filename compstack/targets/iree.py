@@ -113,6 +113,13 @@ class IreeOptions(TargetOptions):
     compile_timeout_s: float = 600.0
     keep_locations: bool = True
 
+    def validate(self) -> str:
+        if self.compile_timeout_s <= 0:
+            return f"compile_timeout_s={self.compile_timeout_s}: expected > 0"
+        if self.driver not in ("local-task", "local-sync", "vulkan", "cuda", "hip"):
+            return f"driver={self.driver}: expected local-task or local-sync (or a GPU driver)"
+        return ""
+
 
 class IreeLlvmCpuTarget(Target):
     """IREE, ``llvm-cpu`` HAL backend, run on the local CPU device."""
@@ -329,6 +336,21 @@ def _mlir_timings(stderr: str) -> list[tuple[str, float, int]]:
     return rows
 
 
+def _declared_sign(arr: np.ndarray, value: Any) -> np.ndarray:
+    """Reinterpret an integer result in the signedness ONNX declares for the output.
+
+    IREE's integers are signless and its runtime hands unsigned ONNX outputs back as
+    signed arrays of the same width (uint8 -> int8); the bits are right, only the numpy
+    dtype differs, so this is a view, not a conversion.
+    """
+    if value.dtype is None:
+        return arr
+    want = np.dtype(value.dtype.numpy())
+    if arr.dtype != want and arr.dtype.kind in "iu" and want.kind in "iu" and arr.dtype.itemsize == want.itemsize:
+        return arr.view(want)
+    return arr
+
+
 def _pick_function(names: Sequence[str], expected: str | None) -> str:
     """The synchronous entry point among a module's exports (not ``$async``, not ``__init``)."""
     entry = [n for n in names if "$" not in n and not n.startswith("__")]
@@ -391,7 +413,8 @@ class _IreeCompiled(Compiled):
     def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         out = self._fn(*[np.ascontiguousarray(a) for a in inputs])
         items = out if isinstance(out, (list, tuple)) else [out]
-        return [np.asarray(o.to_host()) if hasattr(o, "to_host") else np.asarray(o) for o in items]
+        arrays = [np.asarray(o.to_host()) if hasattr(o, "to_host") else np.asarray(o) for o in items]
+        return [_declared_sign(a, v) for a, v in zip(arrays, self.model.graph.outputs)]
 
     def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
         import iree.runtime as rt

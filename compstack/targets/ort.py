@@ -9,6 +9,7 @@ Reference: ONNX Runtime docs, "Graph optimizations".
 
 from __future__ import annotations
 
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import onnx
 import onnx_ir as ir
 
 from compstack import ir as cir
+from compstack.errors import UnsupportedError
 from compstack.target import PLAIN_DTYPES, Availability, Compiled, Lowered, Target, TargetOptions
 
 __all__ = ["OrtCpuTarget", "OrtOptions"]
@@ -39,6 +41,13 @@ class OrtOptions(TargetOptions):
 
     opt_level: str = "all"
     intra_op_threads: int = 0
+
+    def validate(self) -> str:
+        if self.opt_level not in _LEVELS:
+            return f"opt_level={self.opt_level}: expected one of {', '.join(_LEVELS)}"
+        if self.intra_op_threads < 0:
+            return f"intra_op_threads={self.intra_op_threads}: expected >= 0"
+        return ""
 
 
 def _session_options(ort: Any, opts: OrtOptions, level: str | None = None) -> Any:
@@ -113,10 +122,30 @@ class _OrtLowered(Lowered):
         return sess, data
 
     def compile_impl(self) -> Compiled:
-        sess, data = self._optimize()
+        try:
+            sess, data = self._optimize()
+        except Exception as exc:
+            unsupported = _unsupported(str(exc), self.target.name)
+            if unsupported is not None:
+                raise unsupported from exc
+            raise
         compiled = _OrtCompiled(self.target, self.model, sess, data)
         self.add_stage("optimized", compiled.stages["optimized"])
         return compiled
+
+
+#: ORT's messages for an op it has no kernel or schema for.
+_NO_KERNEL = re.compile(r"Could not find an implementation for (?P<op>\w+)\(\d+\)")
+_NO_SCHEMA = re.compile(r"(?P<dom>[\w.]+):(?P<op>\w+)\(-?\d+\) is not a registered function/op")
+
+
+def _unsupported(message: str, target: str) -> UnsupportedError | None:
+    """An UnsupportedError when ORT refused the session for lack of an op kernel/schema."""
+    ops = [m.group("op") for m in _NO_KERNEL.finditer(message)]
+    ops += [f"{m.group('dom')}::{m.group('op')}" for m in _NO_SCHEMA.finditer(message)]
+    if not ops:
+        return None
+    return UnsupportedError(f"{target}: unsupported ops: {', '.join(sorted(set(ops)))}", sorted(set(ops)))
 
 
 def _optimized_text(data: bytes) -> str:

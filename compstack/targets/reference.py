@@ -39,6 +39,13 @@ class ReferenceOptions(TargetOptions):
     precision: str = "float64"
     outputs: str = "declared"
 
+    def validate(self) -> str:
+        if self.precision not in ("float64", "native"):
+            return f"precision={self.precision}: expected float64 or native"
+        if self.outputs not in ("declared", "float64"):
+            return f"outputs={self.outputs}: expected declared or float64"
+        return ""
+
 
 def _retype(tp: onnx.TypeProto) -> None:
     if tp.HasField("tensor_type") and tp.tensor_type.elem_type == _F32:

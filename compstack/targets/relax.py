@@ -66,6 +66,13 @@ class TvmOptions(TargetOptions):
     mcpu: str = ""
     pass_stages: bool = False
 
+    def validate(self) -> str:
+        if not 0 <= self.opt_level <= 3:
+            return f"opt_level={self.opt_level}: expected 0..3 (tvm.transform.PassContext)"
+        if self.num_cores < 0:
+            return f"num_cores={self.num_cores}: expected >= 0"
+        return ""
+
 
 def _op_label(domain: str, op_type: str) -> str:
     return f"{domain}::{op_type}" if domain not in ("", "ai.onnx") else op_type

@@ -183,7 +183,6 @@ def _check_writable_file(path: str | None, flag: str) -> None:
 def _do_compare(model: str, targets_spec: str, kw: dict[str, Any]) -> Any:
     from compstack import targets as registry
     from compstack.config import settings
-    from compstack.inputs import save_npz
     from compstack.reporting import Progress
     from compstack.session import compare
 

@@ -136,7 +136,6 @@ def compare(
     Raises:
         UserError: bad inputs (wrong names, dtypes or shapes), unwritable database.
     """
-    model_inputs = cir.graph_inputs(source.model)
     sets, origin = _make_input_sets(source, options)
     if save_inputs is not None:
         save_npz(save_inputs, sets[0])

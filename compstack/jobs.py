@@ -178,6 +178,9 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         outcome.versions = dict(avail.versions)
         if not avail.ok:
             raise UnavailableError(avail.reason)
+        outcome.extra["runs_here"] = avail.runs
+        if not avail.runs:
+            outcome.extra["run_reason"] = avail.run_reason
         target = cls(cls.Options.from_strings(job.options, owner=job.target))
         outcome.flags = target.flags()
         import onnx_ir as ir
@@ -188,7 +191,7 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
 
             run_dump(job, target, model, outcome, stage)
         else:
-            _run_compare_job(job, target, model, outcome, stage)
+            _run_compare_job(job, target, model, outcome, stage, avail)
         outcome.stage = ""
     except UnsupportedError as exc:
         outcome.status, outcome.error, outcome.unsupported_ops = "unsupported", str(exc), exc.ops
@@ -206,7 +209,8 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
     return outcome
 
 
-def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Callable[[str], None]) -> None:
+def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Callable[[str], None],
+                     avail: Any) -> None:
     """lower → compile (or the cached artifact) → run → latency; ``lower -o`` writes
     stages and the artifact instead of running."""
     from compstack.cache import ArtifactCache, cache_key
@@ -238,6 +242,8 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
     if not job.run:
         return
     stage("run")
+    if not avail.runs:
+        raise UnavailableError(f"compiled; cannot run here: {avail.run_reason}")
     outputs = compiled.run(inputs[0])
     np.savez(job.outputs_path, **outputs)
     if job.latency is not None:

@@ -92,6 +92,8 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
                       for a in outcome.artifacts],
         "stages": outcome.stages,
         "run_command": outcome.extra.get("run_command", ""),
+        "runs_here": outcome.extra.get("runs_here"),
+        "run_reason": outcome.extra.get("run_reason", ""),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
     return manifest

@@ -139,9 +139,10 @@ def target_rows() -> list[dict[str, Any]]:
             cls = registry.get(e.name)
             avail = cls.availability()
             row = {"name": e.name, "stack": cls.stack, "device": cls.device, "available": avail.ok,
-                   "reason": avail.reason, "versions": dict(avail.versions), "description": cls.description}
+                   "runs": avail.ok and avail.runs, "reason": avail.reason or avail.run_reason,
+                   "versions": dict(avail.versions), "description": cls.description}
         except Exception as exc:  # noqa: BLE001 - a broken stack import is that row's reason
-            row = {"name": e.name, "stack": "", "device": e.device, "available": False,
+            row = {"name": e.name, "stack": "", "device": e.device, "available": False, "runs": False,
                    "reason": f"cannot load {e.ref}: {type(exc).__name__}: {exc}", "versions": {}, "description": ""}
         row["aliases"] = aliases.get(e.name, [])
         rows.append(row)
@@ -154,9 +155,10 @@ def print_targets(rows: list[dict[str, Any]], console: Console | None = None) ->
     for col in ("target", "device", "available", "versions", "aliases", "description / reason"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["name"], r["device"], "[green]yes[/]" if r["available"] else "[red]no[/]",
-                      ", ".join(f"{k} {v}" for k, v in r["versions"].items()), ", ".join(r["aliases"]),
-                      r["description"] if r["available"] else r["reason"])
+        state = ("[green]yes[/]" if r["runs"] else "[yellow]compile only[/]") if r["available"] else "[red]no[/]"
+        text = r["description"] if r["runs"] else f"{r['description']}; {r['reason']}" if r["available"] else r["reason"]
+        table.add_row(r["name"], r["device"], state, ", ".join(f"{k} {v}" for k, v in r["versions"].items()),
+                      ", ".join(r["aliases"]), text)
     console.print(table)
 
 

@@ -32,14 +32,19 @@ class Availability:
     """Whether a target can be used here.
 
     Attributes:
-        ok: True when it can lower, compile and run on this machine.
+        ok: True when it can lower and compile on this machine.
         reason: when not ok, what is missing and what to do (``pip install ...``).
         versions: versions of the packages/tools it uses (``{"onnxruntime": "1.32.0"}``).
+        runs: True when compiled artifacts can also run here (False: the device is
+            absent; the target still lowers and writes its artifact).
+        run_reason: when not ``runs``, why (``no Vulkan device``).
     """
 
     ok: bool
     reason: str = ""
     versions: Mapping[str, str] = field(default_factory=dict)
+    runs: bool = True
+    run_reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,14 @@ _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("ort-cpu", "compstack.targets.ort:OrtCpuTarget", "cpu"),
     TargetEntry("tvm-llvm", "compstack.targets.relax:TvmLlvmTarget", "cpu"),
     TargetEntry("iree-llvm-cpu", "compstack.targets.iree:IreeLlvmCpuTarget", "cpu"),
+    TargetEntry("iree-vulkan", "compstack.targets.iree:IreeVulkanTarget", "vulkan"),
+    TargetEntry("iree-cuda", "compstack.targets.iree:IreeCudaTarget", "cuda"),
+    TargetEntry("iree-rocm", "compstack.targets.iree:IreeRocmTarget", "rocm"),
 )
 
 #: Short names for a device: an alias expands to every registered target of it.
-ALIASES: dict[str, str] = {"cpu": "device:cpu"}
+ALIASES: dict[str, str] = {"cpu": "device:cpu", "cuda": "device:cuda", "vulkan": "iree-vulkan",
+                           "rocm": "iree-rocm"}
 
 
 _EXTRA: list[TargetEntry] = []

@@ -43,7 +43,8 @@ from compstack.errors import ToolError, UnavailableError, UnsupportedError, User
 from compstack.passes._norm_mlir import elide_hex_constants, split_resources, strip_locations
 from compstack.target import Availability, Compiled, Lowered, PassRecord, Target, TargetOptions
 
-__all__ = ["IreeLlvmCpuTarget", "IreeOptions"]
+__all__ = ["IreeLlvmCpuTarget", "IreeOptions", "IreeGpuOptions", "IreeVulkanTarget", "IreeCudaTarget",
+           "IreeRocmTarget"]
 
 #: ``iree-compile --compile-to`` phases after ``input``, in pipeline order, offered as
 #: lazy stages (``iree-compile --help``).
@@ -158,6 +159,10 @@ class IreeLlvmCpuTarget(Target):
             return Availability(False, "this iree.runtime has no local-task driver", versions)
         return Availability(True, versions=versions)
 
+    def runtime_driver(self) -> str:
+        """The ``iree.runtime`` driver that runs this target's artifacts."""
+        return self.options.driver
+
     def compile_flags(self) -> list[str]:
         """The ``iree-compile`` flags (no input, output or phase flags)."""
         return ["--iree-hal-target-device=local",
@@ -170,7 +175,7 @@ class IreeLlvmCpuTarget(Target):
         return {"iree-compile": self.compile_flags(),
                 "import": "onnx_importer (node names as locations)" if self.options.keep_locations
                 else "iree-import-onnx",
-                "driver": self.options.driver,
+                "driver": self.runtime_driver(),
                 "compile_timeout_s": self.options.compile_timeout_s}
 
     def lower_impl(self, model: ir.Model) -> Lowered:
@@ -391,17 +396,29 @@ class _IreeCompiled(Compiled):
 
         super().__init__(target, model)
         self.vmfb = vmfb
-        self.driver = target.options.driver
-        _check_driver(self.driver)
-        self.config = rt.Config(self.driver)
-        self.vm_module = rt.VmModule.copy_buffer(self.config.vm_instance, vmfb)
-        self.function = _pick_function(self.vm_module.function_names, function)
-        context = rt.SystemContext(config=self.config)
-        context.add_vm_module(self.vm_module)
-        self._fn = context.modules[self.vm_module.name][self.function]
-        self._context = context
+        self.driver = target.runtime_driver()
+        # Reading the exports needs no device: a GPU artifact is checked here too.
+        exports = rt.VmModule.copy_buffer(rt.VmInstance(), vmfb).function_names
+        self.function = _pick_function(exports, function)
+        self._loaded: tuple[Any, Any] | None = None
         self.run_command = ""
         self.set_module_path(Path("model.vmfb"))
+        if target.availability().runs:
+            self._runtime()  # load now on a device that exists: errors show at compile
+
+    def _runtime(self) -> tuple[Any, Any]:
+        """``(config, entry function)`` on the target's driver, created on first use."""
+        if self._loaded is None:
+            import iree.runtime as rt
+
+            _check_driver(self.driver)
+            config = rt.Config(self.driver)
+            vm_module = rt.VmModule.copy_buffer(config.vm_instance, self.vmfb)
+            context = rt.SystemContext(config=config)
+            context.add_vm_module(vm_module)
+            self._context = context
+            self._loaded = (config, context.modules[vm_module.name][self.function])
+        return self._loaded
 
     def set_module_path(self, path: Path) -> None:
         """Rebuild :attr:`run_command` for the artifact at ``path``."""
@@ -411,7 +428,7 @@ class _IreeCompiled(Compiled):
         self.run_command = tools.format_command(argv)
 
     def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        out = self._fn(*[np.ascontiguousarray(a) for a in inputs])
+        out = self._runtime()[1](*[np.ascontiguousarray(a) for a in inputs])
         items = out if isinstance(out, (list, tuple)) else [out]
         arrays = [np.asarray(o.to_host()) if hasattr(o, "to_host") else np.asarray(o) for o in items]
         return [_declared_sign(a, v) for a, v in zip(arrays, self.model.graph.outputs)]
@@ -419,9 +436,8 @@ class _IreeCompiled(Compiled):
     def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
         import iree.runtime as rt
 
-        device = self.config.device
-        args = [rt.asdevicearray(device, np.ascontiguousarray(a)) for a in inputs]
-        fn = self._fn
+        config, fn = self._runtime()
+        args = [rt.asdevicearray(config.device, np.ascontiguousarray(a)) for a in inputs]
         # The synchronous entry point waits on its fence before returning.
         return lambda: fn(*args)
 
@@ -437,3 +453,98 @@ def _check_driver(driver: str) -> None:
 
     if driver not in rt.query_available_drivers():
         raise UserError(f"--option driver={driver}: not one of {', '.join(rt.query_available_drivers())}")
+
+
+@dataclass(frozen=True)
+class IreeGpuOptions(TargetOptions):
+    """Options of IREE's GPU targets (``iree-vulkan``, ``iree-cuda``, ``iree-rocm``).
+
+    Attributes:
+        gpu_target: the GPU to compile for: ``--iree-cuda-target`` (``sm_80``,
+            ``sm_90``), ``--iree-rocm-target`` (``gfx942``) or ``--iree-vulkan-target``
+            (empty: IREE's generic Vulkan target); see ``iree-compile --help``.
+        extra_flags: more ``iree-compile`` flags, appended last.
+        compile_timeout_s: limit for each ``iree-compile``/import run, in seconds.
+        keep_locations: import with ONNX node names as MLIR locations.
+    """
+
+    gpu_target: str = ""
+    extra_flags: tuple[str, ...] = ()
+    compile_timeout_s: float = 600.0
+    keep_locations: bool = True
+
+    def validate(self) -> str:
+        if self.compile_timeout_s <= 0:
+            return f"compile_timeout_s={self.compile_timeout_s}: expected > 0"
+        return ""
+
+
+class _IreeGpuTarget(IreeLlvmCpuTarget):
+    """An IREE GPU backend: compiles without the GPU; runs where its driver finds one."""
+
+    Options = IreeGpuOptions
+    hal_device: ClassVar[str] = ""
+    target_flag: ClassVar[str] = ""
+    default_gpu: ClassVar[str] = ""
+    driver: ClassVar[str] = ""
+    options: IreeGpuOptions  # type: ignore[assignment]
+
+    @classmethod
+    def availability(cls) -> Availability:
+        """Compiler as for ``iree-llvm-cpu``; ``runs`` when the runtime driver has a device."""
+        base = super().availability()
+        if not base.ok and "local-task" not in base.reason:
+            return base
+        runs, why = _device_present(cls.driver)
+        return Availability(True, versions=base.versions, runs=runs, run_reason=why)
+
+    def runtime_driver(self) -> str:
+        return self.driver
+
+    def compile_flags(self) -> list[str]:
+        gpu = self.options.gpu_target or self.default_gpu
+        return [f"--iree-hal-target-device={self.hal_device}",
+                *([f"{self.target_flag}={gpu}"] if gpu else []), *self.options.extra_flags]
+
+
+class IreeVulkanTarget(_IreeGpuTarget):
+    """IREE, ``vulkan-spirv`` backend: the artifact holds SPIR-V; runs on a Vulkan device."""
+
+    name = "iree-vulkan"
+    device = "vulkan"
+    description = "IREE, vulkan-spirv backend (SPIR-V), vulkan runtime driver"
+    hal_device, target_flag, driver = "vulkan", "--iree-vulkan-target", "vulkan"
+
+
+class IreeCudaTarget(_IreeGpuTarget):
+    """IREE, ``cuda`` backend: the artifact holds PTX; runs on an NVIDIA GPU."""
+
+    name = "iree-cuda"
+    device = "cuda"
+    description = "IREE, cuda backend (PTX), cuda runtime driver"
+    hal_device, target_flag, default_gpu, driver = "cuda", "--iree-cuda-target", "sm_80", "cuda"
+
+
+class IreeRocmTarget(_IreeGpuTarget):
+    """IREE, ``rocm`` backend (HIP runtime): the artifact holds AMDGPU code objects."""
+
+    name = "iree-rocm"
+    device = "rocm"
+    description = "IREE, rocm backend (AMDGPU), hip runtime driver"
+    hal_device, target_flag, default_gpu, driver = "hip", "--iree-rocm-target", "gfx942", "hip"
+
+
+def _device_present(driver: str) -> tuple[bool, str]:
+    """Whether ``iree.runtime`` can create ``driver`` and it lists a device, and why not."""
+    try:
+        import iree.runtime as rt
+
+        if driver not in rt.query_available_drivers():
+            return False, f"this iree.runtime has no {driver} driver"
+        devices = rt.get_driver(driver).query_available_devices()
+    except Exception as exc:  # noqa: BLE001 - the runtime's reason is the answer
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return False, f"no {driver} device here ({first[-160:]})"
+    if not devices:
+        return False, f"the {driver} driver lists no device"
+    return True, ""

@@ -114,3 +114,15 @@ def test_cli_sample_against_shipped_xfail_files(isolated_env: Path) -> None:
 def test_cli_bad_filter(isolated_env: Path) -> None:
     proc = run_cli("conformance", "--targets", "ort-cpu", "--filter", "no_such_case_anywhere")
     assert proc.returncode == 2 and "matches none" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_compile_failures_are_cached_for_warm_runs(cases_env: tuple[Path, list], isolated_env: Path) -> None:
+    cache, cases = cases_env
+    chosen = select(cases, "^(test_adagrad|test_abs)$")
+    cases_file = cache / "conformance" / f"onnx-{onnx.__version__}" / "cases.pkl"
+    runs = [suite.run_suite(chosen, cases_file, ["ort-cpu"], workers=1, timeout=60, cache_dir=isolated_env / "c",
+                            xfail_dir=isolated_env) for _ in range(2)]
+    first, second = ({r["case"]: (r["status"], r["stage"], r["error"]) for r in rep.rows} for rep in runs)
+    assert first == second and first["test_adagrad"][:2] == ("unsupported", "compile")
+    recorded = list((isolated_env / "c" / "artifacts" / "conformance-failures" / "ort-cpu").glob("*.json"))
+    assert len(recorded) == 1 and json.loads(recorded[0].read_text())["stage"] == "compile"

@@ -7,6 +7,11 @@ lines: ``{"progress": STAGE}`` before each stage and ``{"result": {...}}`` at th
 each case. The stack's own prints go to stderr, never into the protocol. The parent
 (:mod:`compstack.conformance.pool`) kills and restarts a worker that hangs or dies.
 
+Compiled cases are cached as artifacts; a deterministic failure to lower or compile is
+cached too (``<cache>/artifacts/conformance-failures/<target>/<key>.json``, same key:
+case model, target, options, stack versions), so a warm run compiles nothing again.
+Timeouts and crashes are never cached.
+
 Each case ends in one stage (the funnel): ``import``, ``lower``, ``compile``, ``run``,
 ``compare``, or ``passed``; ``unsupported`` when the case uses a dtype or a non-tensor
 input/output the target does not take, or an op the stack reports unsupported.
@@ -105,14 +110,21 @@ def run_case(case: Case, target: Any, cache: Any, versions: dict[str, str],
         if len(names) != len(case.inputs):
             return _result(case.name, stage, "unsupported", "inputs do not match the graph's", t0)
         key = cache_key(hash_bytes(case.model), target.name, target.options.to_dict(), versions) if cache else ""
+        known = _known_failure(cache, target, key)
+        if known is not None:
+            return _result(case.name, known["stage"], known["status"], known["error"], t0)
         compiled = _cached(cache, target, key, model)
         if compiled is None:
-            stage = "lower"
-            progress(stage)
-            lowered = target.lower(model)
-            stage = "compile"
-            progress(stage)
-            compiled = lowered.compile()
+            try:
+                stage = "lower"
+                progress(stage)
+                lowered = target.lower(model)
+                stage = "compile"
+                progress(stage)
+                compiled = lowered.compile()
+            except Exception as exc:  # noqa: BLE001 - recorded, then handled below like any other
+                _record_failure(cache, target, key, stage, exc)
+                raise
             if cache is not None:
                 staging = cache.staging(target.name)
                 cache.publish(staging, target.name, key, compiled.save(staging), {"case": case.name})
@@ -133,6 +145,38 @@ def hash_bytes(data: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _failure_path(cache: Any, target: Any, key: str) -> Any:
+    return cache.root.parent / "conformance-failures" / target.name / f"{key}.json"
+
+
+def _known_failure(cache: Any, target: Any, key: str) -> dict[str, Any] | None:
+    """A lower/compile failure recorded by an earlier run with the same key (same case,
+    target, options and stack versions), so a warm run does not compile it again."""
+    if cache is None:
+        return None
+    try:
+        return json.loads(_failure_path(cache, target, key).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _record_failure(cache: Any, target: Any, key: str, stage: str, exc: BaseException) -> None:
+    """Remember a deterministic lower/compile failure (not timeouts or crashes, which
+    kill the worker before this runs)."""
+    from compstack.errors import ToolTimeoutError, UnsupportedError
+    from compstack.jobs import _first_line
+
+    if cache is None or isinstance(exc, ToolTimeoutError):
+        return
+    status = "unsupported" if isinstance(exc, UnsupportedError) else "failed"
+    error = str(exc) if isinstance(exc, UnsupportedError) else _first_line(exc)
+    path = _failure_path(cache, target, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"stage": stage, "status": status, "error": error[:400]}))
+    os.replace(tmp, path)
 
 
 def _cached(cache: Any, target: Any, key: str, model: Any) -> Any:

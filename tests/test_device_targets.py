@@ -61,3 +61,32 @@ def test_targets_lists_device_targets_and_aliases(isolated_env: Path) -> None:
         assert rows[name]["available"]  # the compiler is here
         if not rows[name]["runs"]:
             assert "device" in rows[name]["reason"] or "driver" in rows[name]["reason"]
+
+
+def test_lower_tvm_cuda_kernels_compile_with_nvcc(mlp_onnx: Path, isolated_env: Path) -> None:
+    import shutil
+    import subprocess
+
+    out = isolated_env / "tc"
+    proc = run_cli("lower", str(mlp_onnx), "--target", "tvm-cuda", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["flags"]["target"]["kind"] == "cuda" and manifest["flags"]["target"]["arch"] == "sm_80"
+    source = out / "stages" / "07-cuda.cu"
+    kernels = source.read_text().count("__global__")
+    assert kernels >= 1 and (out / "model.so").stat().st_size > 1000
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not installed: the CUDA C was generated but not compiled")
+    cubin = isolated_env / "k.cubin"
+    done = subprocess.run(["nvcc", "-arch=sm_80", "-cubin", "-o", str(cubin), str(source)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert cubin.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_tvm_vulkan_says_what_is_missing(isolated_env: Path) -> None:
+    rows = {r["name"]: r for r in json.loads(run_cli("targets", "--json").stdout)}
+    vk = rows["tvm-vulkan"]
+    if not vk["available"]:
+        assert "USE_VULKAN" in vk["reason"]
+    assert "cuda" in rows["tvm-cuda"]["aliases"]

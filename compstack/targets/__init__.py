@@ -45,6 +45,8 @@ _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("iree-vulkan", "compstack.targets.iree:IreeVulkanTarget", "vulkan"),
     TargetEntry("iree-cuda", "compstack.targets.iree:IreeCudaTarget", "cuda"),
     TargetEntry("iree-rocm", "compstack.targets.iree:IreeRocmTarget", "rocm"),
+    TargetEntry("tvm-cuda", "compstack.targets.relax:TvmCudaTarget", "cuda"),
+    TargetEntry("tvm-vulkan", "compstack.targets.relax:TvmVulkanTarget", "vulkan"),
 )
 
 #: Short names for a device: an alias expands to every registered target of it.

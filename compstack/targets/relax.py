@@ -41,7 +41,7 @@ import onnx_ir as ir
 from compstack import ir as cir
 from compstack.target import Availability, Compiled, Lowered, PassRecord, Target, TargetOptions
 
-__all__ = ["TvmLlvmTarget", "TvmOptions"]
+__all__ = ["TvmLlvmTarget", "TvmOptions", "TvmCudaTarget", "TvmCudaOptions", "TvmVulkanTarget"]
 
 #: Domains whose ops TVM's ONNX frontend dispatches by op type alone.
 _TVM_DOMAINS = frozenset({"", "ai.onnx", "com.microsoft"})
@@ -114,6 +114,9 @@ class TvmLlvmTarget(Target):
     compiled_stages = ("relax-final", "tir", "tir-lowered", "llvm", "asm")
 
     options: TvmOptions
+    #: ``tvm.device`` kind the artifacts run on, and the Relax backend package.
+    tvm_device: ClassVar[str] = "cpu"
+    relax_backend: ClassVar[str] = "cpu_generic"
 
     @classmethod
     def availability(cls) -> Availability:
@@ -242,12 +245,14 @@ class _TvmLowered(Lowered):
 
     def _fused_text(self) -> str:
         """FuseTIR output without compiling: the pipeline's dispatch + legalize phases."""
+        import importlib
+
         import tvm
-        from tvm.relax.backend.cpu_generic import pipeline as cpu
 
         target = self._tvm_target()
+        backend = importlib.import_module(f"tvm.relax.backend.{self.target.relax_backend}.pipeline")
         with target, tvm.transform.PassContext(opt_level=self.target.options.opt_level):
-            seq = tvm.transform.Sequential(cpu.library_dispatch_passes(target) + cpu.legalize_passes(target))
+            seq = tvm.transform.Sequential(backend.library_dispatch_passes(target) + backend.legalize_passes(target))
             return seq(self.mod).script(show_meta=False)
 
     def passes_impl(self, mode: str) -> list[PassRecord]:
@@ -330,11 +335,16 @@ def _pass_recorder(only_changed: bool) -> tuple[Any, list[PassRecord]]:
 
 
 def _codegen_stages(ex: Any) -> dict[str, Callable[[], str]]:
-    """``llvm`` and ``asm`` text of the executable's LLVM module, when it has one."""
+    """``llvm``/``asm`` text of the host LLVM module and ``cuda`` (CUDA C) of a device
+    module, when the executable has them."""
     llvm = [m for m in ex.mod.imports if m.kind == "llvm"]
     if not llvm:
         return {}
-    return {"llvm": lambda: llvm[0].inspect_source("ll"), "asm": lambda: llvm[0].inspect_source("asm")}
+    stages = {"llvm": lambda: llvm[0].inspect_source("ll"), "asm": lambda: llvm[0].inspect_source("asm")}
+    cuda = [m for m in llvm[0].imports if m.kind == "cuda"]
+    if cuda:
+        stages["cuda"] = lambda: cuda[0].inspect_source()
+    return stages
 
 
 def _outputs(value: Any) -> list[np.ndarray]:
@@ -355,21 +365,33 @@ def _outputs(value: Any) -> list[np.ndarray]:
 
 
 class _TvmCompiled(Compiled):
-    """A Relax VM executable (or the library it was exported to) bound to ``tvm.cpu()``."""
+    """A Relax VM executable (or the library it was exported to) bound to the target's
+    device (``tvm.cpu()``, ``tvm.cuda()``); the VM is created on first use, so a GPU
+    artifact can be built and saved on a machine without the GPU."""
 
     artifact_files = ("model.so",)
 
     def __init__(self, target: Target, model: ir.Model, executable: Any, export: Callable[[Path], Any]) -> None:
-        import tvm
-        from tvm import relax
-
         super().__init__(target, model)
-        self.device = tvm.cpu()
-        self.vm = relax.VirtualMachine(executable, self.device)
-        self._main = self.vm["main"]
+        self.executable = executable
+        self._vm: Any = None
         self._export = export
         #: Names of the Relax passes that ran (only with ``pass_stages=True``).
         self.pass_names: list[str] = []
+
+    @property
+    def device(self) -> Any:
+        import tvm
+
+        return tvm.device(getattr(self.target, "tvm_device", "cpu"), 0)
+
+    @property
+    def _main(self) -> Any:
+        if self._vm is None:
+            from tvm import relax
+
+            self._vm = relax.VirtualMachine(self.executable, self.device)
+        return self._vm["main"]
 
     def _tensors(self, inputs: list[np.ndarray]) -> list[Any]:
         import tvm
@@ -392,3 +414,80 @@ class _TvmCompiled(Compiled):
 
     def save_impl(self, folder: Path) -> None:
         self._export(folder / "model.so")
+
+
+@dataclass(frozen=True)
+class TvmCudaOptions(TvmOptions):
+    """Options of ``tvm-cuda``; ``arch`` is the ``sm_XX`` the kernels are generated for."""
+
+    arch: str = "sm_80"
+
+    def validate(self) -> str:
+        if not self.arch.startswith("sm_") or not self.arch[3:].rstrip("a").isdigit():
+            return f"arch={self.arch}: expected sm_XX (e.g. sm_80, sm_90)"
+        return super().validate()
+
+
+class TvmCudaTarget(TvmLlvmTarget):
+    """TVM Relax for NVIDIA GPUs: the default CUDA pipeline (DLight GPU schedules),
+    CUDA C kernels in the library; runs where TVM's CUDA runtime finds a device."""
+
+    name = "tvm-cuda"
+    device = "cuda"
+    description = "Apache TVM Relax, CUDA codegen (DLight default schedules), host LLVM"
+    Options = TvmCudaOptions
+    tvm_device = "cuda"
+    relax_backend = "cuda"
+    stage_suffix: ClassVar[dict[str, str]] = {**TvmLlvmTarget.stage_suffix, "cuda": ".cu"}
+    stage_names = ("relax", "relax-fused", "relax-final", "tir", "tir-lowered", "llvm", "asm", "cuda")
+    compiled_stages = ("relax-final", "tir", "tir-lowered", "llvm", "asm", "cuda")
+    options: TvmCudaOptions  # type: ignore[assignment]
+
+    @classmethod
+    def availability(cls) -> Availability:
+        """Compiles wherever TVM imports (CUDA C is generated without nvcc); runs only
+        where the TVM runtime has CUDA enabled and a device exists."""
+        base = super().availability()
+        if not base.ok:
+            return base
+        import tvm
+
+        if not tvm.runtime.enabled("cuda"):
+            return Availability(True, versions=base.versions, runs=False,
+                                run_reason="this TVM build's runtime has no CUDA device API (or no CUDA driver)")
+        if not tvm.cuda(0).exist:
+            return Availability(True, versions=base.versions, runs=False, run_reason="no CUDA device")
+        return Availability(True, versions=base.versions)
+
+    def target_dict(self) -> dict[str, Any]:
+        return {"kind": "cuda", "arch": self.options.arch, "host": super().target_dict()}
+
+    def flags(self) -> dict[str, Any]:
+        out = super().flags()
+        out.update(pipeline="relax.get_default_pipeline (relax.backend.cuda: DLight default GPU schedules)",
+                   tuned=False)
+        return out
+
+
+class TvmVulkanTarget(TvmLlvmTarget):
+    """TVM Relax for Vulkan (SPIR-V); only where the TVM build has Vulkan codegen."""
+
+    name = "tvm-vulkan"
+    device = "vulkan"
+    description = "Apache TVM Relax, Vulkan/SPIR-V codegen"
+
+    @classmethod
+    def availability(cls) -> Availability:
+        base = super().availability()
+        if not base.ok:
+            return base
+        import tvm
+
+        if tvm.get_global_func("target.build.vulkan", allow_missing=True) is None:
+            return Availability(False, "this TVM wheel is built without Vulkan (USE_VULKAN=OFF): no "
+                                "target.build.vulkan; build TVM from source with USE_VULKAN=ON", base.versions)
+        return Availability(True, versions=base.versions, runs=bool(tvm.vulkan(0).exist),
+                            run_reason="" if tvm.vulkan(0).exist else "no Vulkan device")
+
+    def target_dict(self) -> dict[str, Any]:
+        return {"kind": "vulkan", "host": super().target_dict()}

@@ -90,3 +90,12 @@ def test_tvm_vulkan_says_what_is_missing(isolated_env: Path) -> None:
     if not vk["available"]:
         assert "USE_VULKAN" in vk["reason"]
     assert "cuda" in rows["tvm-cuda"]["aliases"]
+
+
+def test_ort_cuda_needs_the_gpu_build(isolated_env: Path) -> None:
+    import onnxruntime as ort
+
+    rows = {r["name"]: r for r in json.loads(run_cli("targets", "--json").stdout)}
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        assert not rows["ort-cuda"]["available"] and "onnxruntime-gpu" in rows["ort-cuda"]["reason"]
+    assert "cuda" in rows["ort-cuda"]["aliases"]

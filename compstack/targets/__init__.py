@@ -40,6 +40,7 @@ class TargetEntry:
 _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("reference", "compstack.targets.reference:ReferenceTarget", "cpu", default=False),
     TargetEntry("ort-cpu", "compstack.targets.ort:OrtCpuTarget", "cpu"),
+    TargetEntry("ort-cuda", "compstack.targets.ort:OrtCudaTarget", "cuda"),
     TargetEntry("tvm-llvm", "compstack.targets.relax:TvmLlvmTarget", "cpu"),
     TargetEntry("iree-llvm-cpu", "compstack.targets.iree:IreeLlvmCpuTarget", "cpu"),
     TargetEntry("iree-vulkan", "compstack.targets.iree:IreeVulkanTarget", "vulkan"),

@@ -13,7 +13,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import onnx
@@ -23,7 +23,7 @@ from compstack import ir as cir
 from compstack.errors import UnsupportedError
 from compstack.target import PLAIN_DTYPES, Availability, Compiled, Lowered, Target, TargetOptions
 
-__all__ = ["OrtCpuTarget", "OrtOptions"]
+__all__ = ["OrtCpuTarget", "OrtCudaTarget", "OrtOptions"]
 
 _LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
            "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
@@ -66,6 +66,9 @@ def _session_options(ort: Any, opts: OrtOptions, level: str | None = None) -> An
 class OrtCpuTarget(Target):
     """ONNX Runtime, ``CPUExecutionProvider``."""
 
+    #: Execution providers, in ORT's priority order.
+    providers: ClassVar[tuple[str, ...]] = ("CPUExecutionProvider",)
+
     name = "ort-cpu"
     stack = "onnxruntime"
     device = "cpu"
@@ -87,7 +90,7 @@ class OrtCpuTarget(Target):
         return Availability(True, versions={"onnxruntime": ort.__version__})
 
     def flags(self) -> dict[str, Any]:
-        return {"providers": ["CPUExecutionProvider"], "graph_optimization_level": _LEVELS[self.options.opt_level],
+        return {"providers": list(self.providers), "graph_optimization_level": _LEVELS[self.options.opt_level],
                 "intra_op_num_threads": self.options.intra_op_threads}
 
     def lower_impl(self, model: ir.Model) -> Lowered:
@@ -99,7 +102,7 @@ class OrtCpuTarget(Target):
 
         path = folder / "optimized.onnx"
         so = _session_options(ort, self.options, level="disable")
-        sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(str(path), so, providers=list(self.providers))
         return _OrtCompiled(self, model, sess, path.read_bytes())
 
 
@@ -117,7 +120,7 @@ class _OrtLowered(Lowered):
             opt_path = Path(tmp) / "optimized.onnx"
             so = _session_options(ort, opts)
             so.optimized_model_filepath = str(opt_path)
-            sess = ort.InferenceSession(self.proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            sess = ort.InferenceSession(self.proto.SerializeToString(), so, providers=list(self.target.providers))
             data = opt_path.read_bytes()
         return sess, data
 
@@ -173,3 +176,28 @@ class _OrtCompiled(Compiled):
 
     def save_impl(self, folder: Path) -> None:
         (folder / "optimized.onnx").write_bytes(self.optimized)
+
+
+class OrtCudaTarget(OrtCpuTarget):
+    """ONNX Runtime with the ``CUDAExecutionProvider`` (CPU fallback for ops it lacks).
+
+    Needs the GPU build of ONNX Runtime (``onnxruntime-gpu``, which replaces the CPU
+    wheel and is never installed by default) and an NVIDIA GPU with its driver.
+    """
+
+    name = "ort-cuda"
+    device = "cuda"
+    description = "ONNX Runtime, CUDA execution provider"
+    providers = ("CUDAExecutionProvider", "CPUExecutionProvider")
+
+    @classmethod
+    def availability(cls) -> Availability:
+        base = super().availability()
+        if not base.ok:
+            return base
+        import onnxruntime as ort
+
+        if "CUDAExecutionProvider" not in ort.get_available_providers():
+            return Availability(False, "this onnxruntime has no CUDAExecutionProvider: pip install onnxruntime-gpu "
+                                "(replaces onnxruntime) on a machine with an NVIDIA GPU", base.versions)
+        return Availability(True, versions=base.versions)

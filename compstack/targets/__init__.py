@@ -48,6 +48,7 @@ _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("iree-rocm", "compstack.targets.iree:IreeRocmTarget", "rocm"),
     TargetEntry("tvm-cuda", "compstack.targets.relax:TvmCudaTarget", "cuda"),
     TargetEntry("tvm-vulkan", "compstack.targets.relax:TvmVulkanTarget", "vulkan"),
+    TargetEntry("tensorrt", "compstack.targets.trt:TensorRTTarget", "cuda"),
 )
 
 #: Short names for a device: an alias expands to every registered target of it.

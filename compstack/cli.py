@@ -8,6 +8,7 @@ JSON on stdout. No compiler stack is imported until a command needs one.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -168,16 +169,21 @@ def _memory_limit(value: int | None) -> int:
 
 
 def _check_writable_file(path: str | None, flag: str) -> None:
-    if not path:
-        return
-    parent = Path(path).resolve().parent
+    """One-line UserError when the folder that will hold ``path`` cannot be written."""
+    if path:
+        _probe_dir(Path(path).resolve().parent, f"{flag} {path}: folder not writable")
+
+
+def _probe_dir(folder: Path, message: str) -> Path:
+    """Create ``folder`` and write a probe file in it; UserError ``message (why)`` if that fails."""
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        probe = parent / f".compstack-probe-{id(path)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".compstack-probe-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise UserError(f"{flag} {path}: folder not writable ({exc.strerror or exc})") from None
+        raise UserError(f"{message} ({exc.strerror or exc})") from None
+    return folder
 
 
 def _do_compare(model: str, targets_spec: str, kw: dict[str, Any]) -> Any:
@@ -299,15 +305,7 @@ def _resolve_one(target: str) -> str:
 
 
 def _writable_dir(path: str) -> Path:
-    out = Path(path)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".compstack-probe"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise UserError(f"-o {path}: output folder not writable ({exc.strerror or exc})") from None
-    return out
+    return _probe_dir(Path(path), f"-o {path}: output folder not writable")
 
 
 @cli.command()
@@ -483,12 +481,11 @@ def conformance(targets_spec: str, pattern: str | None, sample: int | None, seed
 
     Exit status 1 when a case listed nowhere in the target's XFAIL file fails (a regression).
     """
-    import os
     import re
 
     from compstack import targets as registry
     from compstack.conformance import suite
-    from compstack.conformance.cases import load_cases, select
+    from compstack.conformance.cases import cases_path, load_cases, select
     from compstack.config import settings
     from compstack.reporting import print_conformance, print_trend
 
@@ -505,13 +502,11 @@ def conformance(targets_spec: str, pattern: str | None, sample: int | None, seed
             re.compile(pattern)
         except re.error as exc:
             raise UserError(f"--filter {pattern!r}: not a regular expression ({exc})") from None
-    import onnx
-
     all_cases = load_cases(cfg.cache_dir)
     cases = select(all_cases, pattern, sample, seed)
     if not cases:
         raise UserError(f"--filter {pattern!r}: matches none of the {len(all_cases)} cases")
-    cases_file = cfg.cache_dir / "conformance" / f"onnx-{onnx.__version__}" / "cases.pkl"
+    cases_file = cases_path(cfg.cache_dir)
     progress = _ConformanceProgress(enabled=not as_json)
     with progress:
         report = suite.run_suite(cases, cases_file, names, workers=workers or os.cpu_count() or 1, timeout=timeout,

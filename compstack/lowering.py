@@ -18,9 +18,8 @@ from typing import Any, Mapping
 from compstack import ir as cir
 from compstack import targets as registry
 from compstack.config import settings
-from compstack.inputs import input_sets
+from compstack.inputs import input_sets, save_npz
 from compstack.jobs import Job, pack_sets
-from compstack.inputs import save_npz
 from compstack.runner import Limits, run_isolated
 from compstack.session import model_file
 

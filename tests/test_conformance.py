@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import onnx
 import pytest
 
 from compstack import targets as registry
 from compstack.conformance import suite
-from compstack.conformance.cases import load_cases, select
+from compstack.conformance.cases import cases_path, load_cases, select
 from conftest import run_cli
 
 for _name, _cls in [("crash-segfault", "SegfaultTarget"), ("crash-raise", "RaiseTarget")]:
@@ -31,7 +30,7 @@ def cases_env(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list]:
 def _run(cases_env: tuple[Path, list], target: str, pattern: str, xfail_dir: Path, **kw) -> suite.SuiteReport:
     cache, cases = cases_env
     chosen = select(cases, pattern)
-    cases_file = cache / "conformance" / f"onnx-{onnx.__version__}" / "cases.pkl"
+    cases_file = cases_path(cache)
     return suite.run_suite(chosen, cases_file, [target], workers=kw.pop("workers", 1), timeout=kw.pop("timeout", 60),
                            cache_dir=None, xfail_dir=xfail_dir, **kw)
 
@@ -119,7 +118,7 @@ def test_cli_bad_filter(isolated_env: Path) -> None:
 def test_compile_failures_are_cached_for_warm_runs(cases_env: tuple[Path, list], isolated_env: Path) -> None:
     cache, cases = cases_env
     chosen = select(cases, "^(test_adagrad|test_abs)$")
-    cases_file = cache / "conformance" / f"onnx-{onnx.__version__}" / "cases.pkl"
+    cases_file = cases_path(cache)
     runs = [suite.run_suite(chosen, cases_file, ["ort-cpu"], workers=1, timeout=60, cache_dir=isolated_env / "c",
                             xfail_dir=isolated_env) for _ in range(2)]
     first, second = ({r["case"]: (r["status"], r["stage"], r["error"]) for r in rep.rows} for rep in runs)

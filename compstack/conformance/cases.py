@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["Case", "load_cases", "select"]
+__all__ = ["Case", "cases_path", "load_cases", "select"]
 
 
 @dataclass
@@ -88,6 +88,13 @@ def _generate() -> list[Case]:
     return [_convert(tc) for tc in cases if tc.kind == "node"]
 
 
+def cases_path(cache_dir: Path) -> Path:
+    """The cache file of the installed onnx's cases: ``<cache>/conformance/onnx-<version>/cases.pkl``."""
+    import onnx
+
+    return cache_dir / "conformance" / f"onnx-{onnx.__version__}" / "cases.pkl"
+
+
 def load_cases(cache_dir: Path) -> list[Case]:
     """All node-test cases of the installed onnx, generated once and cached.
 
@@ -97,9 +104,7 @@ def load_cases(cache_dir: Path) -> list[Case]:
     Returns:
         The cases, sorted by name.
     """
-    import onnx
-
-    path = cache_dir / "conformance" / f"onnx-{onnx.__version__}" / "cases.pkl"
+    path = cases_path(cache_dir)
     if path.exists():
         try:
             with open(path, "rb") as f:

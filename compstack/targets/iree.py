@@ -403,8 +403,8 @@ class _IreeCompiled(Compiled):
         self._loaded: tuple[Any, Any] | None = None
         self.run_command = ""
         self.set_module_path(Path("model.vmfb"))
-        if target.availability().runs:
-            self._runtime()  # load now on a device that exists: errors show at compile
+        if self.driver in ("local-task", "local-sync"):
+            self._runtime()  # the CPU is always there: load now, so errors show at compile
 
     def _runtime(self) -> tuple[Any, Any]:
         """``(config, entry function)`` on the target's driver, created on first use."""

@@ -1,0 +1,7 @@
+"""ONNX -> fx converters: shape ops (see :mod:`compstack.translate` for the contract)."""
+
+from __future__ import annotations
+
+import torch
+
+from compstack.translate.fx import TABLE

@@ -304,16 +304,42 @@ def _resolve_one(target: str) -> str:
     return names[0]
 
 
+def _print_ops(name: str, as_json: bool) -> None:
+    """``compstack targets --ops NAME``: the op list and where it comes from."""
+    from compstack import targets as registry
+
+    cls = registry.get(name)
+    try:
+        ops = cls.supported_ops()
+    except ImportError as exc:
+        raise UserError(f"--ops {name}: the stack is not installed ({exc})") from None
+    if as_json:
+        click.echo(json.dumps({"target": name, "source": cls.ops_note, "ops": ops}, indent=1))
+        return
+    if ops is None:
+        click.echo(f"{name}: no op list: {cls.ops_note}")
+        return
+    click.echo(f"{name}: {len(ops)} ops ({cls.ops_note})")
+    width = max(len(o) for o in ops) + 2 if ops else 1
+    per_line = max(1, 100 // width)
+    for i in range(0, len(ops), per_line):
+        click.echo("".join(o.ljust(width) for o in ops[i:i + per_line]).rstrip())
+
+
 def _writable_dir(path: str) -> Path:
     return _probe_dir(Path(path), f"-o {path}: output folder not writable")
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-def targets(as_json: bool) -> None:
+@click.option("--ops", "ops_of", metavar="TARGET", help="List the ONNX ops TARGET takes, as the stack lists them.")
+def targets(as_json: bool, ops_of: str | None) -> None:
     """List every known target: available or not, and why; versions."""
     from compstack.reporting import print_targets, target_rows
 
+    if ops_of is not None:
+        _print_ops(_resolve_one(ops_of), as_json)
+        return
     rows = target_rows()
     if as_json:
         click.echo(json.dumps(rows, indent=1))

@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 from compstack import ir as cir
 from compstack import targets as registry
 from compstack.errors import UserError
-from compstack.jobs import Job, JobOutcome, write_stages
+from compstack.jobs import Job, JobOutcome, pack_sets, write_stages
 from compstack.runner import Limits, run_isolated
 
 __all__ = ["DumpResult", "check_stages", "dump", "parse_spec", "resolve_text", "run_dump", "stage_list"]
@@ -84,12 +84,14 @@ def run_dump(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Call
     folder = Path(job.stages_dir or ".")
     folder.mkdir(parents=True, exist_ok=True)
     wanted = list(job.only_stages) if job.only_stages else list(target.stage_names)
-    key = cache_key(job.fingerprint, job.target, target.options.to_dict(), outcome.versions)
+    # flags, not options: they include the chosen path (native/translated) where a stack has two
+    key = cache_key(job.fingerprint, job.target, target.flags(), outcome.versions)
     cached = Path(job.cache_dir) / "stages" / job.target / key if job.cache_dir else None
     if cached is not None and not job.passes and _copy_cached(cached, folder, wanted):
         outcome.stages, outcome.cached = wanted, True
         return
     stage("lower")
+    target.record_stages = True
     lowered = target.lower(model)
     outcome.lower_s = lowered.lower_s
     pre = [s for s in wanted if s in lowered.stage_names() and s not in target.compiled_stages]
@@ -177,6 +179,17 @@ def _timing(records: list[Any], mlir_timings: list[tuple[str, float, int]] | Non
 # ---- parent side ----------------------------------------------------------------------
 
 
+def _example_sets(source: cir.SourceModel) -> list[dict]:
+    """One input set when the shapes are static (stacks that trace with real tensors
+    need it), else none."""
+    from compstack.inputs import input_sets
+
+    model_inputs = cir.graph_inputs(source.model)
+    if not (all(i.is_static for i in model_inputs) or source.example_inputs):
+        return []
+    return input_sets(model_inputs, 1, 0, source.example_inputs or None, source.val_ranges)
+
+
 def dump(source: cir.SourceModel, target: str, folder: Path, *, stages: Sequence[str] | None = None,
          passes: str = "", options: Mapping[str, str] | None = None, cache_dir: Path | None = None,
          limits: Limits = Limits()) -> DumpResult:
@@ -208,13 +221,14 @@ def dump(source: cir.SourceModel, target: str, folder: Path, *, stages: Sequence
     folder.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="compstack-dump-"))
     try:
-        inputs = save_npz(work / "inputs.npz", {})
+        inputs = save_npz(work / "inputs.npz", pack_sets(_example_sets(source)))
         mcache = cache_dir or work
         job = Job(model_path=str(model_file(source, mcache)), fingerprint=source.fingerprint, target=target,
                   target_ref=next(e.ref for e in registry.entries() if e.name == target),
                   inputs_path=str(inputs), workdir=str(work / "job"), options=dict(options or {}),
                   cache_dir=str(cache_dir) if cache_dir else None, stages_dir=str(folder), run=False,
-                  kind="dump", only_stages=list(stages) if stages else None, passes=passes)
+                  kind="dump", only_stages=list(stages) if stages else None, passes=passes,
+                  source=source.spec, source_framework=source.framework)
         outcome = run_isolated(job, limits)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -505,6 +505,10 @@ class SourceModel:
         origin: which frontend made it (``onnx``, ``torch``, ``zoo``).
         native: the source program when it came from a framework (kept for native
             paths of XLA/Inductor; not serialised).
+        spec: how to resolve the model again (``zoo:bert``, ``/abs/path/file.py:build``),
+            so worker processes can rebuild the native program; empty for ONNX files.
+        framework: the framework the model was written in (``torch``, ``jax``), or
+            ``""`` for an ONNX file.
     """
 
     name: str
@@ -513,6 +517,8 @@ class SourceModel:
     val_ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     origin: str = "onnx"
     native: Any = None
+    spec: str = ""
+    framework: str = ""
 
     @functools.cached_property
     def fingerprint(self) -> str:

@@ -49,6 +49,9 @@ class Job:
             see :mod:`compstack.dumping`).
         only_stages: with ``dump``, the stages to write (None: all).
         passes: with ``dump``, ``all`` or ``changed`` to also write per-pass dumps.
+        source: the model spec (``zoo:bert``, ``/abs/file.py:build``) from which a
+            worker rebuilds the framework program for a native path; empty for ONNX.
+        source_framework: ``torch``/``jax`` when the model came from a framework.
     """
 
     model_path: str
@@ -66,6 +69,8 @@ class Job:
     kind: str = "compare"
     only_stages: list[str] | None = None
     passes: str = ""
+    source: str = ""
+    source_framework: str = ""
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
@@ -186,6 +191,8 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         import onnx_ir as ir
 
         model = ir.load(job.model_path)
+        _attach_source(job, target, model)
+        outcome.flags = target.flags()
         if job.kind == "dump":
             from compstack.dumping import run_dump
 
@@ -209,6 +216,22 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
     return outcome
 
 
+def _attach_source(job: Job, target: Any, model: Any) -> None:
+    """Give the target the example inputs (input set 0) and, when it compiles the
+    source's framework natively, the rebuilt framework program."""
+    sets = _load_sets(job.inputs_path)
+    target.example_inputs = sets[0] if sets and sets[0] else None
+    wanted = getattr(target, "native_framework", "")
+    if not wanted or not job.source or job.source_framework != wanted:
+        return
+    if getattr(target.options, "path", "auto") == "translated":
+        return
+    from compstack.native import load_native
+
+    names = [v.name for v in model.graph.inputs if not v.is_initializer()]
+    target.native = load_native(job.source, names)
+
+
 def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Callable[[str], None],
                      avail: Any) -> None:
     """lower → compile (or the cached artifact) → run → latency; ``lower -o`` writes
@@ -217,7 +240,10 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
     from compstack.latency import LatencyConfig, measure
 
     inputs = _load_sets(job.inputs_path)
-    cache = ArtifactCache(Path(job.cache_dir) / "artifacts") if job.cache_dir else None
+    if job.stages_dir:
+        target.record_stages = True
+    cacheable = job.cache_dir and target.cacheable and target.native is None
+    cache = ArtifactCache(Path(job.cache_dir) / "artifacts") if cacheable else None
     key = cache_key(job.fingerprint, job.target, target.options.to_dict(), outcome.versions)
     compiled = None
     if cache is not None and job.stages_dir is None:

@@ -73,7 +73,8 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
         job = Job(model_path=str(model_file(source, cfg.cache_dir)), fingerprint=source.fingerprint,
                   target=target, target_ref=next(e.ref for e in registry.entries() if e.name == target),
                   inputs_path=str(inputs_path), workdir=str(work / "job"), options=dict(options),
-                  cache_dir=None, latency=None, artifact_dir=str(out), stages_dir=str(out / "stages"), run=False)
+                  cache_dir=None, latency=None, artifact_dir=str(out), stages_dir=str(out / "stages"), run=False,
+                  source=source.spec, source_framework=source.framework)
         outcome = run_isolated(job, Limits(timeout_s=kw.get("timeout", 900), memory_mb=kw.get("memory_limit", 0)))
     finally:
         shutil.rmtree(work, ignore_errors=True)

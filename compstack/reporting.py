@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from compstack.results import Report, Result
@@ -96,7 +97,9 @@ def print_report(report: Report, console: Console | None = None) -> None:
         if r.flags.get("tuned") is False:
             notes.append("untuned: default schedules, no auto-tuning")
         footnotes.extend(f"[bold]{r.target}[/]: {n}" for n in notes)
-        table.add_row(r.target, f"[{_STYLE.get(r.status, '')}]{r.status}[/]",
+        path = r.flags.get("path")  # XLA/Inductor: native or translated (see targets/_twopath.py)
+        label = f"{r.target} [dim]{escape(path)}[/]" if path else r.target
+        table.add_row(label, f"[{_STYLE.get(r.status, '')}]{r.status}[/]",
                       _fmt(r.compile_s, ".2f"), _fmt(lat.get("median"), ".4g"), _fmt(lat.get("p10"), ".4g"),
                       _fmt(lat.get("p90"), ".4g"), _fmt(lat["cv"] * 100, ".1f") + "%" if lat else "-",
                       _fmt(abs_err, ".2e"), _fmt(rel_err, ".2e"))
@@ -158,7 +161,7 @@ def print_targets(rows: list[dict[str, Any]], console: Console | None = None) ->
         state = ("[green]yes[/]" if r["runs"] else "[yellow]compile only[/]") if r["available"] else "[red]no[/]"
         text = r["description"] if r["runs"] else f"{r['description']}; {r['reason']}" if r["available"] else r["reason"]
         table.add_row(r["name"], r["device"], state, ", ".join(f"{k} {v}" for k, v in r["versions"].items()),
-                      ", ".join(r["aliases"]), text)
+                      ", ".join(r["aliases"]), escape(text))
     console.print(table)
 
 

@@ -163,7 +163,8 @@ def compare(
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
         common = dict(model_path=str(model_path), fingerprint=source.fingerprint, inputs_path=str(inputs_path),
-                      cache_dir=str(settings.cache_dir) if options.cache else None)
+                      cache_dir=str(settings.cache_dir) if options.cache else None, source=source.spec,
+                      source_framework=source.framework)
 
         def run(name: str, opts: Mapping[str, str], latency: bool) -> JobOutcome:
             job = Job(target=name, target_ref=_ref_of(name), workdir=str(work / name), options=dict(opts),

@@ -29,12 +29,17 @@ def resolve_model(spec: str, cache_dir: Path | None = None) -> SourceModel:
     if spec.startswith("zoo:"):
         from compstack import zoo
 
-        return zoo.load(spec[4:], cache_dir=cache_dir)
+        source = zoo.load(spec[4:], cache_dir=cache_dir)
+        source.spec = f"zoo:{spec[4:]}"
+        source.framework = source.framework or zoo.framework(spec[4:])
+        return source
     path_part, sep, func = spec.rpartition(":")
     if sep and path_part.endswith(".py"):
         from compstack.frontends.from_pyfile import import_pyfile
 
-        return import_pyfile(spec)
+        source = import_pyfile(spec)
+        source.spec = f"{Path(path_part).resolve()}:{func}"
+        return source
     if spec.endswith(".py"):
         raise UserError(f"{spec}: a Python model needs a function: {spec}:build")
     from compstack import ir as cir

@@ -181,8 +181,20 @@ class Target:
     #: blocks ``import torch`` (see :func:`compstack.jobs.prepare_worker`), since some
     #: stacks import it eagerly without using it (tvm_ffi: ~1.7 s per process).
     needs_torch: ClassVar[bool] = False
+    #: The source framework this stack compiles natively (``jax`` for XLA, ``torch`` for
+    #: Inductor); empty for stacks that read the common IR (ONNX) directly.
+    native_framework: ClassVar[str] = ""
+    #: Whether compiled artifacts go to compstack's artifact cache (False for stacks
+    #: with their own compile cache and no reloadable artifact, e.g. Inductor).
+    cacheable: ClassVar[bool] = True
 
     def __init__(self, options: TargetOptions | None = None) -> None:
+        #: The source's framework program (:class:`compstack.native.NativeProgram`), set
+        #: by the job before :meth:`lower` when ``native_framework`` matches the source.
+        self.native: Any = None
+        #: Input set 0 by input name (numpy), when the job has one: stacks that trace
+        #: with real tensors (Inductor) use it; None otherwise.
+        self.example_inputs: dict[str, np.ndarray] | None = None
         self.options = options if options is not None else self.Options()
         if not isinstance(self.options, self.Options):
             raise TypeError(f"{self.name}: options must be {self.Options.__name__}")
@@ -196,6 +208,15 @@ class Target:
     def flags(self) -> dict[str, Any]:
         """How the stack is invoked (compiler flags, pipeline, providers), for the report."""
         return self.options.to_dict()
+
+    #: Where :meth:`supported_ops` comes from, or why there is no list.
+    ops_note: ClassVar[str] = "this stack has no queryable op list"
+
+    @classmethod
+    def supported_ops(cls) -> list[str] | None:
+        """The ONNX ops this stack takes (``Op``, ``domain::Op``), sorted, as the stack
+        itself lists them (see :attr:`ops_note`); None when it has no such list."""
+        return None
 
     def unsupported_ops(self, model: ir.Model) -> list[str]:
         """Every op of ``model`` this stack is known not to take: ``Op`` for the default

@@ -25,7 +25,7 @@ from typing import Any
 from compstack import ir as cir
 from compstack.errors import UserError
 
-__all__ = ["import_pyfile", "parse_spec"]
+__all__ = ["import_pyfile", "native_of", "parse_spec"]
 
 _EXPECTED = (
     "(torch.nn.Module | torch.export.ExportedProgram, example_inputs) "
@@ -70,6 +70,12 @@ def import_pyfile(spec: str) -> cir.SourceModel:
             ``(nn.Module | ExportedProgram, example_inputs)`` or ``onnx.ModelProto``;
             or the export fails.
     """
+    result, name = _call(spec)
+    return _to_source(result, name)
+
+
+def _call(spec: str) -> tuple[Any, str]:
+    """Run ``file.py:function``; returns its result and the display name."""
     path, func_name = parse_spec(spec)
     if not path.exists():
         raise UserError(f"{path}: no such file")
@@ -79,10 +85,32 @@ def import_pyfile(spec: str) -> cir.SourceModel:
     module = _run_file(path)
     func = _find_function(module, path, func_name)
     try:
-        result = func()
+        return func(), name
     except (Exception, SystemExit) as exc:  # the user's code may raise anything, or sys.exit()
         raise UserError(f"{name}: raised {_first_line(exc)}") from exc
-    return _to_source(result, name)
+
+
+def native_of(spec: str, input_names: list[str]) -> Any:
+    """The framework program ``file.py:function`` returns, without exporting it.
+
+    Args:
+        spec: ``path/to/file.py:function``.
+        input_names: the IR's graph-input names, in order (positional inputs map to them
+            in order).
+
+    Returns:
+        A :class:`compstack.native.NativeProgram`, or None when the function returns an
+        ONNX model.
+
+    Raises:
+        UserError: see :func:`import_pyfile`.
+    """
+    result, name = _call(spec)
+    if isinstance(result, (tuple, list)) and len(result) == 2 and _is_torch_program(result[0]):
+        from compstack.native import torch_program
+
+        return torch_program(result[0], result[1], input_names)
+    return None
 
 
 def _first_line(exc: BaseException) -> str:

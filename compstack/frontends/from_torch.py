@@ -97,7 +97,7 @@ def import_torch(
     tensors += list(kwargs.items())
     examples = _match_inputs(canonical, tensors, name, by_name=input_names is None)
     return cir.SourceModel(name=name, model=canonical, example_inputs=examples,
-                           origin="torch", native=program)
+                           origin="torch", native=program, framework="torch")
 
 
 def _split_inputs(

@@ -49,6 +49,10 @@ _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("tvm-cuda", "compstack.targets.relax:TvmCudaTarget", "cuda"),
     TargetEntry("tvm-vulkan", "compstack.targets.relax:TvmVulkanTarget", "vulkan"),
     TargetEntry("tensorrt", "compstack.targets.trt:TensorRTTarget", "cuda"),
+    TargetEntry("xla-cpu", "compstack.targets.xla:XlaCpuTarget", "cpu"),
+    TargetEntry("xla-cuda", "compstack.targets.xla:XlaCudaTarget", "cuda"),
+    TargetEntry("inductor-cpu", "compstack.targets.inductor:InductorCpuTarget", "cpu"),
+    TargetEntry("inductor-cuda", "compstack.targets.inductor:InductorCudaTarget", "cuda"),
 )
 
 #: Short names for a device: an alias expands to every registered target of it.

@@ -136,6 +136,9 @@ class IreeLlvmCpuTarget(Target):
 
     options: IreeOptions
 
+    ops_note: ClassVar[str] = ("IREE's ONNX import (torch-mlir's TorchOnnxToTorch patterns) has no queryable op "
+                               "list; `compstack conformance --targets iree-llvm-cpu` measures per-op support")
+
     @classmethod
     def availability(cls) -> Availability:
         """Whether the IREE compiler (with its ONNX importer) and runtime are installed."""

@@ -79,6 +79,18 @@ class OrtCpuTarget(Target):
     #: ORT's numpy binding takes strings but rejects ml_dtypes arrays (bfloat16, float8, int4).
     supported_dtypes = PLAIN_DTYPES | {"object"}
 
+    ops_note: ClassVar[str] = ("ONNX Runtime's registered kernels for the execution provider "
+                               "(onnxruntime.capi.onnxruntime_pybind11_state.get_all_opkernel_def)")
+
+    @classmethod
+    def supported_ops(cls) -> list[str] | None:
+        from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+        from compstack.translate import op_key
+
+        return sorted({op_key(d.domain, d.op_name) for d in state.get_all_opkernel_def()
+                       if d.provider in cls.providers})
+
     @classmethod
     def availability(cls) -> Availability:
         try:

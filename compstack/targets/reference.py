@@ -107,6 +107,17 @@ class ReferenceTarget(Target):
     supported_dtypes = PLAIN_DTYPES | {"object", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
                                        "float8_e5m2fnuz", "int4", "uint4", "float4_e2m1fn"}
 
+    ops_note = "onnx.reference's op implementations (onnx.reference.ops)"
+
+    @classmethod
+    def supported_ops(cls) -> list[str] | None:
+        from onnx.reference.op_run import OpRun
+        from onnx.reference.ops import _op_list
+
+        return sorted(n for n, obj in vars(_op_list).items()
+                      if isinstance(obj, type) and issubclass(obj, OpRun) and not n.startswith("_")
+                      and obj.__module__.startswith("onnx.reference.ops.op_"))
+
     @classmethod
     def availability(cls) -> Availability:
         return Availability(True, versions={"onnx": onnx.__version__, "numpy": np.__version__})

@@ -118,6 +118,14 @@ class TvmLlvmTarget(Target):
     tvm_device: ClassVar[str] = "cpu"
     relax_backend: ClassVar[str] = "cpu_generic"
 
+    ops_note: ClassVar[str] = "TVM Relax's ONNX frontend converter map (tvm.relax.frontend.onnx)"
+
+    @classmethod
+    def supported_ops(cls) -> list[str] | None:
+        from tvm.relax.frontend.onnx import onnx_frontend
+
+        return sorted(onnx_frontend._get_convert_map())
+
     @classmethod
     def availability(cls) -> Availability:
         """Whether ``apache-tvm`` imports here and was built with LLVM."""

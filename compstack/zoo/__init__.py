@@ -36,7 +36,7 @@ from compstack.errors import UserError
 from compstack.passes.opstats import op_stats
 from compstack.zoo import _cache
 
-__all__ = ["ZOO_VERSION", "default_cache_dir", "describe", "info", "load", "names"]
+__all__ = ["ZOO_VERSION", "default_cache_dir", "describe", "framework", "info", "load", "names", "native"]
 
 #: Bump when a builder changes (config, seed, inputs, wrapper): invalidates caches.
 ZOO_VERSION = 1
@@ -165,6 +165,34 @@ def _build(short: str, entry: _Entry) -> cir.SourceModel:
     source.origin = "zoo"
     source.val_ranges = dict(built.val_ranges)
     return source
+
+
+def framework(name: str) -> str:
+    """The framework a zoo model is written in (``torch``, ``jax``); builds nothing."""
+    return getattr(_entry(name)[1], "framework", "torch")
+
+
+def native(name: str) -> Any:
+    """Build a zoo model's framework program again (no export), for native paths.
+
+    Returns:
+        A :class:`compstack.native.NativeProgram` (torch module called by keyword with
+        the IR input names).
+
+    Raises:
+        UserError: unknown name or a missing package.
+    """
+    short, entry = _entry(name)
+    if importlib.util.find_spec("torch") is None:
+        raise UserError(f"zoo model '{short}' needs PyTorch: pip install 'compstack[all]'")
+    import torch
+
+    from compstack.frontends.from_torch import quiet
+    from compstack.native import torch_program
+
+    with torch.random.fork_rng(devices=[]), quiet():
+        built = _builder(entry)()
+    return torch_program(built.module, built.inputs, list(built.inputs))
 
 
 def info(name: str, cache_dir: str | Path | None = None) -> dict[str, Any]:

@@ -1,0 +1,117 @@
+"""Native programs: the framework program a model came from, for XLA's and Inductor's
+native paths (DESIGN.md, "The common IR": a JAX source compiles natively on XLA, a
+PyTorch source on Inductor; anything else goes through the translated path).
+
+A :class:`NativeProgram` is never serialised: a worker process rebuilds it from the
+model spec with :func:`load_native` (the zoo builder or the user's ``file.py:function``
+runs again; no ONNX export happens).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["NativeProgram", "load_native", "torch_program"]
+
+
+@dataclass
+class NativeProgram:
+    """A framework program and how the common IR's inputs feed it.
+
+    Attributes:
+        framework: ``torch`` or ``jax``.
+        fn: the ``torch.nn.Module`` / ``ExportedProgram``, or the JAX function.
+        input_names: the common IR's graph-input names, in the order ``pack`` takes them.
+        pack: ``pack(arrays) -> (args, kwargs)`` turning framework arrays, in
+            ``input_names`` order, into the call's arguments (pytrees rebuilt).
+    """
+
+    framework: str
+    fn: Any
+    input_names: list[str]
+    pack: Callable[[list[Any]], tuple[tuple[Any, ...], dict[str, Any]]]
+
+    def args(self, inputs: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``(args, kwargs)`` for ``fn`` from inputs keyed by IR input name."""
+        return self.pack([inputs[n] for n in self.input_names])
+
+
+def flatten_outputs(out: Any) -> list[Any]:
+    """The leaves of a program's output pytree, in order, ``None`` dropped: the order of
+    the exported graph's outputs (torch.export and jax both flatten this way)."""
+    try:
+        import torch.utils._pytree as pytree
+
+        leaves = pytree.tree_leaves(out)
+    except ImportError:
+        import jax
+
+        leaves = jax.tree_util.tree_leaves(out)
+    return [x for x in leaves if x is not None]
+
+
+def torch_program(module: Any, example_inputs: Any, input_names: list[str]) -> NativeProgram:
+    """A :class:`NativeProgram` for a torch module called like it was exported:
+    positionally when ``example_inputs`` is a tuple/list (or one tensor), by keyword when
+    it is a dict (keys = IR input names).
+
+    Args:
+        module: ``nn.Module`` or ``ExportedProgram`` (its ``.module()`` is called).
+        example_inputs: what the frontend exported with.
+        input_names: the IR's graph-input names in the exported order.
+    """
+    import torch
+
+    fn = module.module() if isinstance(module, torch.export.ExportedProgram) else module
+    if isinstance(example_inputs, Mapping):
+        keys = list(example_inputs)
+        names = [n for n in input_names if n in keys] or keys
+        return NativeProgram("torch", fn, names, lambda xs: ((), dict(zip(names, xs))))
+    return NativeProgram("torch", fn, list(input_names), lambda xs: (tuple(xs), {}))
+
+
+def load_native(spec: str, input_names: list[str]) -> NativeProgram | None:
+    """Rebuild the native program of a model spec (``zoo:NAME``, ``file.py:function``).
+
+    Args:
+        spec: the model spec as given to the CLI.
+        input_names: the common IR's graph-input names, in order.
+
+    Returns:
+        None for ONNX files (no framework program exists).
+
+    Raises:
+        UserError: as :func:`compstack.sources.resolve_model` would.
+    """
+    if spec.startswith("zoo:"):
+        from compstack import zoo
+
+        return zoo.native(spec[4:])
+    path_part, sep, _ = spec.rpartition(":")
+    if sep and path_part.endswith(".py"):
+        from compstack.frontends.from_pyfile import native_of
+
+        return native_of(spec, input_names)
+    return None
+
+
+def to_numpy_list(outs: list[Any]) -> list[np.ndarray]:
+    """Framework arrays (torch tensors, jax arrays) as host numpy arrays."""
+    result = []
+    for o in outs:
+        if hasattr(o, "detach"):
+            o = o.detach().cpu()
+            result.append(o.numpy() if o.dtype.is_floating_point or o.dtype != _bf16() else o.float().numpy())
+        else:
+            result.append(np.asarray(o))
+    return result
+
+
+def _bf16() -> Any:
+    import torch
+
+    return torch.bfloat16

@@ -1,0 +1,292 @@
+"""``inductor-cpu`` (and ``inductor-cuda``): TorchInductor, PyTorch's compiler.
+
+Two paths (see :mod:`compstack.targets._twopath`): a PyTorch source is compiled
+natively (the original ``nn.Module``); any other model is translated op by op into a
+``torch.fx.GraphModule`` (:mod:`compstack.translate.fx`, FX nodes named after the IR
+nodes). Either way the program goes the way ``torch.compile(m, backend="inductor")``
+takes it, split at the seam so each half is timed and shown on its own:
+
+* ``lower``: TorchDynamo captures the FX graph (a backend that records the graph and
+  runs it eagerly once, under ``torch.no_grad()``: an inference graph);
+* ``compile``: ``torch._inductor.compile_fx.compile_fx(graph, example_inputs)``, the
+  function the ``inductor`` backend calls, on that graph.
+
+Why not AOTInductor: its package build links a full C++ wrapper (tens of seconds more
+per model here) and it is not how most Inductor users run; ``torch.compile`` is.
+
+Stages: ``fx`` (the captured graph handed to Inductor), ``post-grad`` (the graph after
+Inductor's post-grad passes, recorded by a ``post_grad_custom_post_pass``) and
+``output-code`` (the generated Python module with its C++/Triton kernels, from the hook
+``torch._inductor.utils.run_and_get_code`` uses). Inductor's FX graph cache serves warm
+compiles; when stages are written (``compstack lower``/``dump``) the compile runs
+with caches disabled so every stage is recorded. The artifact of ``compstack lower -o``
+is ``output_code.py``: ``python output_code.py`` benchmarks the compiled module with
+random inputs (Inductor's own ``benchmark_compiled_module`` entry point).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+from unittest import mock
+
+import numpy as np
+import onnx_ir as ir
+
+from compstack.errors import UnsupportedError
+from compstack.target import Availability, Compiled, Lowered
+from compstack.targets._twopath import PathOptions, TwoPathTarget, canonical_for_translation
+
+__all__ = ["InductorCpuTarget", "InductorCudaTarget", "InductorOptions"]
+
+
+@dataclass(frozen=True)
+class InductorOptions(PathOptions):
+    """Options of the Inductor targets.
+
+    Attributes:
+        path: see :class:`~compstack.targets._twopath.PathOptions`.
+        freezing: ``torch._inductor.config.freezing``: treat weights as constants
+            (folds BatchNorm into Conv, uses oneDNN/MKL prepacked kernels on CPU).
+    """
+
+    freezing: bool = False
+
+
+#: torch dtypes by numpy name; uint16/32/64 have little operator support in torch.
+_SKIP = {"uint16", "uint32", "uint64"}
+
+
+class InductorCpuTarget(TwoPathTarget):
+    """TorchInductor generating C++/OpenMP kernels for the host CPU."""
+
+    name: ClassVar[str] = "inductor-cpu"
+    stack: ClassVar[str] = "inductor"
+    device: ClassVar[str] = "cpu"
+    torch_device: ClassVar[str] = "cpu"
+    description: ClassVar[str] = "TorchInductor (torch.compile); native for PyTorch sources, translated otherwise"
+    Options = InductorOptions
+    stage_names: ClassVar[tuple[str, ...]] = ("fx", "post-grad", "output-code")
+    compiled_stages: ClassVar[tuple[str, ...]] = ("post-grad", "output-code")
+    stage_suffix: ClassVar[dict[str, str]] = {"fx": ".py", "post-grad": ".txt", "output-code": ".py"}
+    supported_dtypes = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8",
+                                  "float16", "float32", "float64"})
+    needs_torch: ClassVar[bool] = True
+    native_framework: ClassVar[str] = "torch"
+    table_module: ClassVar[str] = "compstack.translate.fx"
+
+    #: Set by the job when stages are written: compile with Inductor's caches off.
+    record_stages: bool = False
+
+    @classmethod
+    def availability(cls) -> Availability:
+        try:
+            import torch
+        except ImportError:
+            return Availability(False, "torch is not installed: pip install 'compstack[all]'")
+        versions = {"torch": torch.__version__}
+        try:
+            versions["triton"] = importlib.metadata.version("triton")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+        return Availability(True, versions=versions)
+
+    def lower_impl(self, model: ir.Model) -> "InductorLowered":
+        import torch
+
+        path = self.chosen_path()
+        names = [v.name for v in model.graph.inputs if not v.is_initializer()]
+        examples = [torch.from_numpy(np.array(a)).to(self.torch_device) for a in _example_arrays(model, self)]
+        if path == "native":
+            native = self.native
+            module = native.fn
+            pack = native.pack
+        else:
+            from compstack.translate.fx import to_fx
+
+            model = canonical_for_translation(model)
+            module = to_fx(model)
+
+            def pack(xs: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+                return tuple(xs), {}
+
+        if isinstance(module, torch.nn.Module):
+            module = module.to(self.torch_device).eval()
+        capture = _Capture()
+        import torch._dynamo
+
+        torch._dynamo.reset()
+        optimized = torch.compile(module, backend=capture, fullgraph=True, dynamic=False)
+        args, kwargs = pack(examples)
+        with torch.no_grad():
+            optimized(*args, **kwargs)
+        if capture.graph is None:
+            raise RuntimeError("TorchDynamo captured no graph")
+        stages = {"fx": lambda: capture.graph.print_readable(print_output=False)}
+        return InductorLowered(self, model, stages, optimized, capture, pack, names, path)
+
+
+class InductorCudaTarget(InductorCpuTarget):
+    """TorchInductor generating Triton kernels for an NVIDIA GPU (CUDA build of torch)."""
+
+    name: ClassVar[str] = "inductor-cuda"
+    device: ClassVar[str] = "cuda"
+    torch_device: ClassVar[str] = "cuda"
+    description: ClassVar[str] = "TorchInductor (torch.compile) on an NVIDIA GPU (Triton kernels)"
+
+    @classmethod
+    def availability(cls) -> Availability:
+        base = InductorCpuTarget.availability()
+        if not base.ok:
+            return base
+        import torch
+
+        if torch.version.cuda is None:
+            return Availability(False, f"torch {torch.__version__} is a CPU build; install a CUDA build of torch "
+                                       "for inductor-cuda", base.versions)
+        if not torch.cuda.is_available():
+            return Availability(False, "no CUDA device visible to torch", base.versions)
+        return base
+
+
+def _example_arrays(model: ir.Model, target: InductorCpuTarget) -> list[np.ndarray]:
+    """Input set 0 when the job has one, else zeros (dynamo guards on shapes and dtypes,
+    not values; zeros are valid indices for gathers).
+
+    Raises:
+        UnsupportedError: a dynamic input shape, or a dtype torch cannot hold.
+    """
+    given = target.example_inputs or {}
+    out = []
+    for v in model.graph.inputs:
+        if v.is_initializer():
+            continue
+        if v.name in given:
+            out.append(np.asarray(given[v.name]))
+            continue
+        if v.shape is None or v.dtype is None or not all(isinstance(d, int) for d in v.shape):
+            raise UnsupportedError(f"{target.name}: input '{v.name}' has no static shape; give --input-shape")
+        dtype = np.dtype(v.dtype.numpy())
+        if dtype.name in _SKIP:
+            raise UnsupportedError(f"{target.name}: input '{v.name}' is {dtype.name}, which torch barely supports")
+        out.append(np.zeros(tuple(int(d) for d in v.shape), dtype))
+    return out
+
+
+class _Capture:
+    """A TorchDynamo backend that records the graph and defers Inductor: the graph runs
+    eagerly until :meth:`compile` swaps in Inductor's compiled function."""
+
+    def __init__(self) -> None:
+        self.graph: Any = None
+        self.example_inputs: list[Any] = []
+        self.compiled: Any = None
+        self.count = 0
+
+    def __call__(self, gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
+        self.count += 1
+        self.graph, self.example_inputs = gm, list(example_inputs)
+
+        def run(*args: Any) -> Any:
+            return (self.compiled or self.graph)(*args)
+
+        return run
+
+    def compile(self, record: bool, freezing: bool) -> tuple[list[str], list[str]]:
+        """Run Inductor on the captured graph; returns (post-grad graphs, output code)."""
+        import torch
+        from torch._inductor import config
+        from torch._inductor.compile_fx import compile_fx
+        from torch._inductor.custom_graph_pass import CustomGraphPass
+        from torch._inductor.graph import GraphLowering
+
+        post: list[str] = []
+        codes: list[str] = []
+
+        class RecordPostGrad(CustomGraphPass):
+            def __call__(self, graph: Any) -> None:
+                post.append(str(graph))
+
+            def uuid(self) -> Any:
+                return "compstack-record-post-grad-1"  # a fixed uuid keeps the FX graph cache usable
+
+        patches = {"post_grad_custom_post_pass": RecordPostGrad(), "freezing": freezing}
+        if record:
+            patches["force_disable_caches"] = True
+        with config.patch(patches), mock.patch.object(GraphLowering, "save_output_code", codes.append), \
+                torch.no_grad():
+            self.compiled = compile_fx(self.graph, self.example_inputs)
+        return post, codes
+
+
+class InductorLowered(Lowered):
+    """The graph TorchDynamo captured, ready for Inductor."""
+
+    def __init__(self, target: InductorCpuTarget, model: ir.Model, stages: dict[str, Any], optimized: Any,
+                 capture: _Capture, pack: Callable[[list[Any]], Any], names: list[str], path: str) -> None:
+        super().__init__(target, model, stages)
+        self.optimized = optimized
+        self.capture = capture
+        self.pack = pack
+        self.names = names
+        self.path = path
+
+    def compile_impl(self) -> "InductorCompiled":
+        target = self.target
+        post, codes = self.capture.compile(target.record_stages, bool(target.options.freezing))
+        out = InductorCompiled(target, self.model, self)
+        cached = "(not recorded: Inductor's FX graph cache served this compile; `compstack lower` and " \
+                 "`compstack dump` compile with caches off)\n"
+        out.stages["post-grad"] = "\n".join(post) if post else cached
+        out.stages["output-code"] = "\n".join(codes) if codes else cached
+        out.output_code = "\n".join(codes)
+        return out
+
+
+class InductorCompiled(Compiled):
+    """The ``torch.compile``'d program with Inductor's compiled graph in place."""
+
+    artifact_files = ("output_code.py",)
+
+    def __init__(self, target: InductorCpuTarget, model: ir.Model, lowered: InductorLowered) -> None:
+        super().__init__(target, model)
+        self.lowered = lowered
+        self.output_code = ""
+        self.run_command = ""
+
+    def _call(self, tensors: list[Any]) -> list[Any]:
+        import torch
+
+        from compstack.native import flatten_outputs
+
+        args, kwargs = self.lowered.pack(tensors)
+        with torch.no_grad():
+            return flatten_outputs(self.lowered.optimized(*args, **kwargs))
+
+    def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        import torch
+
+        tensors = [torch.from_numpy(np.array(x)).to(self.target.torch_device) for x in inputs]
+        return [o.detach().cpu().numpy() for o in self._call(tensors)]
+
+    def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
+        import torch
+
+        tensors = [torch.from_numpy(np.array(x)).to(self.target.torch_device) for x in inputs]
+        sync = torch.cuda.synchronize if self.target.torch_device == "cuda" else (lambda: None)
+
+        def once() -> Any:
+            out = self._call(tensors)
+            sync()
+            return out
+
+        return once
+
+    def save_impl(self, folder: Path) -> None:
+        path = folder / self.artifact_files[0]
+        if not self.output_code:
+            raise UnsupportedError(f"{self.target.name}: no output code was recorded (cache hit)")
+        path.write_text(self.output_code)
+        self.run_command = f"python {path}"

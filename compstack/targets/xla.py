@@ -1,0 +1,236 @@
+"""``xla-cpu`` (and ``xla-cuda``): XLA through JAX.
+
+Two paths (see :mod:`compstack.targets._twopath`): a JAX source is compiled natively
+(``jax.jit(f).lower(*args).compile()``); any other model is translated op by op into a
+JAX function (:mod:`compstack.translate.jax`, each node under
+``jax.named_scope(<node name>)``) and then jitted. Large float initializers are
+arguments of the XLA program (``params``), not constants folded into it.
+
+Stages (JAX's own ``jax.stages`` objects):
+
+* ``stablehlo`` — ``Lowered.as_text()``, the StableHLO module handed to XLA;
+* ``hlo`` — ``Lowered.as_text(dialect="hlo")``, HLO before XLA's passes;
+* ``hlo-optimized`` — ``Compiled.as_text()``, HLO after XLA's pipeline: fusions
+  (``%fusion = ... fusion(...), kind=kLoop, calls=%fused_computation``) are visible,
+  and each instruction's ``metadata={op_name=...}`` names the source node.
+
+The artifact (``compstack lower -o``) is ``model.jax_export``: ``jax.export``'s
+serialized form (StableHLO plus calling convention; weights included), which
+``jax.export.deserialize(...).call(*inputs)`` runs on any JAX of a compatible version
+(JAX docs, "Exporting and serializing staged-out computations"). Results go through
+JAX's own compilation cache, not compstack's artifact cache.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+import onnx_ir as ir
+
+from compstack.errors import UnsupportedError
+from compstack.target import PLAIN_DTYPES, Availability, Compiled, Lowered
+from compstack.targets._twopath import PathOptions, TwoPathTarget, canonical_for_translation
+
+__all__ = ["XlaCpuTarget", "XlaCudaTarget", "XlaOptions"]
+
+
+class XlaOptions(PathOptions):
+    """Options of the XLA targets: ``path`` (see :class:`PathOptions`)."""
+
+
+class XlaCpuTarget(TwoPathTarget):
+    """XLA on the host CPU (jaxlib's XLA:CPU backend)."""
+
+    name: ClassVar[str] = "xla-cpu"
+    stack: ClassVar[str] = "xla"
+    device: ClassVar[str] = "cpu"
+    jax_platform: ClassVar[str] = "cpu"
+    description: ClassVar[str] = "XLA via JAX (jax.jit); native for JAX sources, translated otherwise"
+    Options = XlaOptions
+    stage_names: ClassVar[tuple[str, ...]] = ("stablehlo", "hlo", "hlo-optimized")
+    compiled_stages: ClassVar[tuple[str, ...]] = ("hlo-optimized",)
+    stage_suffix: ClassVar[dict[str, str]] = {"stablehlo": ".mlir", "hlo": ".hlo", "hlo-optimized": ".hlo"}
+    supported_dtypes = PLAIN_DTYPES
+    native_framework: ClassVar[str] = "jax"
+    table_module: ClassVar[str] = "compstack.translate.jax"
+
+    @classmethod
+    def availability(cls) -> Availability:
+        try:
+            import jax
+        except ImportError:
+            return Availability(False, "jax is not installed: pip install 'compstack[all]'")
+        versions = {"jax": jax.__version__, "jaxlib": importlib.metadata.version("jaxlib")}
+        try:
+            jax.devices(cls.jax_platform)
+        except RuntimeError as exc:
+            return Availability(True, versions=versions, runs=False,
+                                run_reason=f"no JAX {cls.jax_platform} device ({str(exc).splitlines()[0][:120]})")
+        return Availability(True, versions=versions)
+
+    def lower_impl(self, model: ir.Model) -> "XlaLowered":
+        import jax
+
+        path = self.chosen_path()
+        specs = _input_specs(model)
+        if path == "native":
+            native = self.native
+            args, kwargs = native.pack(specs)
+            jitted = jax.jit(native.fn)
+            lowered = jitted.lower(*args, **kwargs)
+            call = _native_call(native)
+            export_fn, export_args = jitted, (args, kwargs)
+        else:
+            from compstack.translate.jax import enable_x64, to_jax
+
+            enable_x64()
+            model = canonical_for_translation(model)
+            prog = to_jax(model)
+            jitted = jax.jit(prog.fn)
+            params = {k: jax.device_put(v, self._device()) for k, v in prog.params.items()}
+            lowered = jitted.lower(params, *specs)
+            call = _translated_call(params)
+
+            def baked(*xs: Any) -> Any:
+                return prog.fn(prog.params, *xs)
+
+            export_fn, export_args = jax.jit(baked), (tuple(specs), {})
+        stages: dict[str, str | Callable[[], str]] = {
+            "stablehlo": lowered.as_text,
+            "hlo": lambda: lowered.as_text(dialect="hlo"),
+        }
+        return XlaLowered(self, model, stages, lowered, call, export_fn, export_args, path)
+
+    def _device(self) -> Any:
+        import jax
+
+        return jax.devices(self.jax_platform)[0]
+
+
+class XlaCudaTarget(XlaCpuTarget):
+    """XLA on an NVIDIA GPU: needs the CUDA build of jaxlib (``pip install jax[cuda12]``)
+    and a GPU; never installed by compstack."""
+
+    name: ClassVar[str] = "xla-cuda"
+    device: ClassVar[str] = "cuda"
+    jax_platform: ClassVar[str] = "cuda"
+    description: ClassVar[str] = "XLA via JAX on an NVIDIA GPU (CUDA jaxlib)"
+
+    @classmethod
+    def availability(cls) -> Availability:
+        try:
+            import jax
+        except ImportError:
+            return Availability(False, "jax is not installed: pip install 'compstack[all]'")
+        versions = {"jax": jax.__version__, "jaxlib": importlib.metadata.version("jaxlib")}
+        try:
+            jax.devices("cuda")
+        except RuntimeError:
+            return Availability(False, "no CUDA device visible to JAX (needs a GPU and the CUDA jaxlib: "
+                                       "pip install 'jax[cuda12]')", versions)
+        return Availability(True, versions=versions)
+
+
+def _input_specs(model: ir.Model) -> list[Any]:
+    """``jax.ShapeDtypeStruct`` per graph input (static shapes only).
+
+    Raises:
+        UnsupportedError: a dynamic or unknown input shape.
+    """
+    import jax
+
+    specs = []
+    for v in model.graph.inputs:
+        if v.is_initializer():
+            continue
+        if v.shape is None or v.dtype is None or not all(isinstance(d, int) for d in v.shape):
+            raise UnsupportedError(f"xla: input '{v.name}' has no static shape; give --input-shape")
+        specs.append(jax.ShapeDtypeStruct(tuple(int(d) for d in v.shape), np.dtype(v.dtype.numpy())))
+    return specs
+
+
+def _native_call(native: Any) -> Callable[[Any, list[Any]], list[Any]]:
+    from compstack.native import flatten_outputs
+
+    def call(compiled: Any, inputs: list[Any]) -> list[Any]:
+        args, kwargs = native.pack(list(inputs))
+        return flatten_outputs(compiled(*args, **kwargs))
+
+    return call
+
+
+def _translated_call(params: dict[str, Any]) -> Callable[[Any, list[Any]], list[Any]]:
+    def call(compiled: Any, inputs: list[Any]) -> list[Any]:
+        return list(compiled(params, *inputs))
+
+    return call
+
+
+class XlaLowered(Lowered):
+    """A ``jax.stages.Lowered`` and how to call what it compiles to."""
+
+    def __init__(self, target: XlaCpuTarget, model: ir.Model, stages: dict[str, Any], lowered: Any,
+                 call: Callable[[Any, list[Any]], list[Any]], export_fn: Any, export_args: Any, path: str) -> None:
+        super().__init__(target, model, stages)
+        self.jax_lowered = lowered
+        self.call = call
+        self.export_fn = export_fn
+        self.export_args = export_args
+        self.path = path
+
+    def compile_impl(self) -> "XlaCompiled":
+        compiled = self.jax_lowered.compile()
+        out = XlaCompiled(self.target, self.model, compiled, self)
+        out.stages["hlo-optimized"] = compiled.as_text
+        self.add_stage("hlo-optimized", compiled.as_text)
+        return out
+
+    def cost_analysis_impl(self) -> dict[str, float]:
+        cost = self.jax_lowered.cost_analysis()
+        if isinstance(cost, list):  # older JAX: one dict per device
+            cost = cost[0] if cost else {}
+        if not cost:
+            raise NotImplementedError
+        return {"flops": float(cost.get("flops", 0.0)), "bytes": float(cost.get("bytes accessed", 0.0))}
+
+
+class XlaCompiled(Compiled):
+    """A ``jax.stages.Compiled`` executable."""
+
+    artifact_files = ("model.jax_export",)
+
+    def __init__(self, target: XlaCpuTarget, model: ir.Model, compiled: Any, lowered: XlaLowered) -> None:
+        super().__init__(target, model)
+        self.compiled = compiled
+        self.lowered = lowered
+        self.run_command = ""
+
+    def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.asarray(o) for o in self.lowered.call(self.compiled, inputs)]
+
+    def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
+        import jax
+
+        device = self.target._device()
+        placed = [jax.device_put(x, device) for x in inputs]
+        call, compiled = self.lowered.call, self.compiled
+
+        def once() -> Any:
+            return jax.block_until_ready(call(compiled, placed))
+
+        return once
+
+    def save_impl(self, folder: Path) -> None:
+        from jax import export
+
+        args, kwargs = self.lowered.export_args
+        exported = export.export(self.lowered.export_fn)(*args, **kwargs)
+        path = folder / self.artifact_files[0]
+        path.write_bytes(exported.serialize())
+        self.run_command = (
+            "python -c \"import sys, numpy as np; from jax import export; "
+            f"e = export.deserialize(open('{path}', 'rb').read()); "
+            "x = np.load(sys.argv[1]); print(e.call(*[x[k] for k in x.files]))\" inputs.npz")

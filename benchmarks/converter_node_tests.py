@@ -10,6 +10,12 @@ no version upgrade), translated with :func:`compstack.translate.jax.to_jax` (the
 this measures the converters, not Inductor), run on the case's inputs and compared with
 the ONNX runner's rule (:func:`compstack.conformance.worker.compare_case`).
 
+For the choice between our converters and existing libraries, ``--framework onnx2torch``
+and ``--framework jaxonnxruntime`` run the same cases through those libraries, as
+published (not part of compstack's dependencies: install them in a separate environment,
+``pip install --no-deps onnx2torch jaxonnxruntime``; onnx2torch needs a ``torchvision``
+import, stubbed here since only its NMS/RoiAlign converters use it).
+
 Statuses: ``passed``; ``failed`` (wrong values, or the converter raised);
 ``unsupported`` (an op without a converter, or a mode the converter declines);
 ``skipped`` (sequence/optional inputs, or dtypes the framework lacks: strings, float8,
@@ -65,6 +71,8 @@ def run_case(case: object, framework: str) -> tuple[str, str]:
     names = [v.name for v in model.graph.inputs if not v.is_initializer()]
     if len(names) != len(case.inputs):
         return "skipped", "inputs do not match the graph's"
+    if framework in LIBRARIES:
+        return _run_library(case, proto, framework, compare_case)
     try:
         if framework == "jax":
             import jax
@@ -94,9 +102,63 @@ def run_case(case: object, framework: str) -> tuple[str, str]:
     return ("failed", why) if why else ("passed", "")
 
 
+LIBRARIES = ("onnx2torch", "jaxonnxruntime")
+
+
+def _stub_torchvision() -> None:
+    import types
+
+    if "torchvision" in sys.modules:
+        return
+    tv, ops = types.ModuleType("torchvision"), types.ModuleType("torchvision.ops")
+
+    def missing(*args: object, **kwargs: object) -> None:
+        raise NotImplementedError("torchvision stub")
+
+    ops.nms = ops.box_convert = ops.roi_align = missing
+    tv.ops = ops
+    sys.modules["torchvision"], sys.modules["torchvision.ops"] = tv, ops
+
+
+def _run_library(case: object, proto: object, framework: str, compare_case: object) -> tuple[str, str]:
+    """One case through onnx2torch (eager GraphModule) or jaxonnxruntime (jitted)."""
+    try:
+        if framework == "onnx2torch":
+            import torch
+
+            _stub_torchvision()
+            from onnx2torch import convert
+
+            gm = convert(proto).eval()
+            with torch.no_grad():
+                outs = gm(*[torch.from_numpy(np.array(a)) for a in case.inputs])
+            outs = outs if isinstance(outs, (tuple, list)) else [outs]
+            got = [o.numpy() if isinstance(o, torch.Tensor) else np.asarray(o) for o in outs]
+        else:
+            import jax
+            from jaxonnxruntime import call_onnx, config
+
+            config.update("jaxort_only_allow_initializers_as_static_args", False)
+            fn, params = call_onnx.call_onnx_model(proto, list(case.inputs))
+            outs = jax.jit(lambda p, xs: fn(p, xs))(params, list(case.inputs))
+            got = [np.asarray(o) for o in outs]
+    except NotImplementedError as exc:
+        return "unsupported", str(exc).splitlines()[0][:200] if str(exc) else "NotImplementedError"
+    except _Timeout:
+        return "failed", "timeout"
+    except Exception as exc:  # noqa: BLE001 - the library's failure is this case's result
+        text = str(exc)
+        if "not implemented" in text.lower() or "Converter is not implemented" in text:
+            return "unsupported", text.splitlines()[0][:200]
+        line = (text.strip().splitlines() or [""])[0]
+        return "failed", f"{type(exc).__name__}: {line[:300]}"
+    why = compare_case(case.outputs, got, case.rtol, case.atol)
+    return ("failed", why) if why else ("passed", "")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--framework", choices=("jax", "fx"), required=True)
+    parser.add_argument("--framework", choices=("jax", "fx", *LIBRARIES), required=True)
     parser.add_argument("--pattern", help="regex on case names")
     parser.add_argument("--failures", action="store_true", help="print each failed case and why")
     parser.add_argument("--unsupported", action="store_true", help="print the unsupported ops, most frequent first")
@@ -107,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     from compstack.conformance.cases import load_cases, select
     from compstack.zoo import default_cache_dir
 
-    if args.framework == "jax":
+    if args.framework in ("jax", "jaxonnxruntime"):
         from compstack.translate.jax import enable_x64
 
         enable_x64()

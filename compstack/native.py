@@ -13,9 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-__all__ = ["NativeProgram", "load_native", "torch_program"]
+__all__ = ["NativeProgram", "flatten_outputs", "load_native", "torch_program"]
 
 
 @dataclass
@@ -40,17 +38,23 @@ class NativeProgram:
         return self.pack([inputs[n] for n in self.input_names])
 
 
-def flatten_outputs(out: Any) -> list[Any]:
+def flatten_outputs(out: Any, framework: str = "torch") -> list[Any]:
     """The leaves of a program's output pytree, in order, ``None`` dropped: the order of
-    the exported graph's outputs (torch.export and jax both flatten this way)."""
-    try:
-        import torch.utils._pytree as pytree
+    the exported graph's outputs (``torch.export`` and ``jax`` both flatten this way).
 
-        leaves = pytree.tree_leaves(out)
-    except ImportError:
+    Args:
+        out: the program's output (tensor, tuple, dict, ``ModelOutput``...).
+        framework: ``torch`` (torch's pytree registry, which knows ``ModelOutput``) or
+            ``jax`` (``jax.tree_util``).
+    """
+    if framework == "jax":
         import jax
 
         leaves = jax.tree_util.tree_leaves(out)
+    else:
+        import torch.utils._pytree as pytree
+
+        leaves = pytree.tree_leaves(out)
     return [x for x in leaves if x is not None]
 
 
@@ -97,21 +101,3 @@ def load_native(spec: str, input_names: list[str]) -> NativeProgram | None:
 
         return native_of(spec, input_names)
     return None
-
-
-def to_numpy_list(outs: list[Any]) -> list[np.ndarray]:
-    """Framework arrays (torch tensors, jax arrays) as host numpy arrays."""
-    result = []
-    for o in outs:
-        if hasattr(o, "detach"):
-            o = o.detach().cpu()
-            result.append(o.numpy() if o.dtype.is_floating_point or o.dtype != _bf16() else o.float().numpy())
-        else:
-            result.append(np.asarray(o))
-    return result
-
-
-def _bf16() -> Any:
-    import torch
-
-    return torch.bfloat16

@@ -27,9 +27,10 @@ random inputs (Inductor's own ``benchmark_compiled_module`` entry point).
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 from unittest import mock
 
 import numpy as np
@@ -37,7 +38,11 @@ import onnx_ir as ir
 
 from compstack.errors import UnsupportedError
 from compstack.target import Availability, Compiled, Lowered
-from compstack.targets._twopath import PathOptions, TwoPathTarget, canonical_for_translation
+from compstack.targets._twopath import (
+    PathOptions,
+    TwoPathTarget,
+    canonical_for_translation,
+)
 
 __all__ = ["InductorCpuTarget", "InductorCudaTarget", "InductorOptions"]
 
@@ -93,7 +98,7 @@ class InductorCpuTarget(TwoPathTarget):
             pass
         return Availability(True, versions=versions)
 
-    def lower_impl(self, model: ir.Model) -> "InductorLowered":
+    def lower_impl(self, model: ir.Model) -> InductorLowered:
         import torch
 
         path = self.chosen_path()
@@ -233,7 +238,7 @@ class InductorLowered(Lowered):
         self.names = names
         self.path = path
 
-    def compile_impl(self) -> "InductorCompiled":
+    def compile_impl(self) -> InductorCompiled:
         target = self.target
         post, codes = self.capture.compile(target.record_stages, bool(target.options.freezing))
         out = InductorCompiled(target, self.model, self)

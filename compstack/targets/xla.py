@@ -24,15 +24,20 @@ JAX's own compilation cache, not compstack's artifact cache.
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import onnx_ir as ir
 
 from compstack.errors import UnsupportedError
 from compstack.target import PLAIN_DTYPES, Availability, Compiled, Lowered
-from compstack.targets._twopath import PathOptions, TwoPathTarget, canonical_for_translation
+from compstack.targets._twopath import (
+    PathOptions,
+    TwoPathTarget,
+    canonical_for_translation,
+)
 
 __all__ = ["XlaCpuTarget", "XlaCudaTarget", "XlaOptions"]
 
@@ -71,7 +76,7 @@ class XlaCpuTarget(TwoPathTarget):
                                 run_reason=f"no JAX {cls.jax_platform} device ({str(exc).splitlines()[0][:120]})")
         return Availability(True, versions=versions)
 
-    def lower_impl(self, model: ir.Model) -> "XlaLowered":
+    def lower_impl(self, model: ir.Model) -> XlaLowered:
         import jax
 
         path = self.chosen_path()
@@ -157,7 +162,7 @@ def _native_call(native: Any) -> Callable[[Any, list[Any]], list[Any]]:
 
     def call(compiled: Any, inputs: list[Any]) -> list[Any]:
         args, kwargs = native.pack(list(inputs))
-        return flatten_outputs(compiled(*args, **kwargs))
+        return flatten_outputs(compiled(*args, **kwargs), "jax")
 
     return call
 
@@ -181,7 +186,7 @@ class XlaLowered(Lowered):
         self.export_args = export_args
         self.path = path
 
-    def compile_impl(self) -> "XlaCompiled":
+    def compile_impl(self) -> XlaCompiled:
         compiled = self.jax_lowered.compile()
         out = XlaCompiled(self.target, self.model, compiled, self)
         out.stages["hlo-optimized"] = compiled.as_text

@@ -24,7 +24,7 @@ import onnx_ir as ir
 
 from compstack.translate import OpTable, interpret, static_initializer
 
-__all__ = ["TABLE", "FAMILIES", "to_fx", "ONNX_NODE_KEY"]
+__all__ = ["FAMILIES", "ONNX_NODE_KEY", "TABLE", "to_fx"]
 
 #: Converter modules, one per op family.
 FAMILIES = ("elementwise", "math", "nn", "reduce", "shape", "index", "misc")
@@ -57,7 +57,7 @@ def to_fx(model: ir.Model) -> Any:
             converter cannot take.
     """
     import torch
-    import torch.fx as fx
+    from torch import fx
     from torch.fx.proxy import GraphAppendingTracer
 
     from compstack.ir import source_of
@@ -106,7 +106,7 @@ def _to_tensor(arr: np.ndarray) -> Any:
 
 
 def _as_arg(value: Any) -> Any:
-    import torch.fx as fx
+    from torch import fx
 
     if isinstance(value, fx.Proxy):
         return value.node
@@ -126,7 +126,7 @@ def _unique_attr(root: Any, base: str) -> str:
 def _lift_constants(graph: Any, root: Any) -> None:
     """Replace every literal tensor/ndarray argument by a ``get_attr`` of a buffer."""
     import torch
-    import torch.fx as fx
+    from torch import fx
 
     for node in list(graph.nodes):
         if node.op == "placeholder" or node.op == "get_attr":

@@ -22,7 +22,7 @@ import onnx_ir as ir
 
 from compstack.translate import OpTable, interpret, static_initializer
 
-__all__ = ["TABLE", "FAMILIES", "JaxProgram", "to_jax", "enable_x64"]
+__all__ = ["FAMILIES", "TABLE", "JaxProgram", "enable_x64", "to_jax"]
 
 #: Converter modules, one per op family.
 FAMILIES = ("elementwise", "math", "nn", "reduce", "shape", "index", "misc")

@@ -274,12 +274,17 @@ def run(model: str, target: str, **kw: Any) -> None:
               help="Wall-clock limit of the job, seconds.")
 @click.option("--memory-limit", type=click.IntRange(min=0), default=None,
               help="Resident-memory limit of the job, MiB (0: none) [default: 75% of RAM].")
+@click.option("--soc", default=None, metavar="SOC",
+              help="Processor the artifact is for (cann: ATC --soc_version, e.g. Ascend910B); "
+                   "same as --option TARGET:soc=SOC.")
 def lower(model: str, target: str, out_dir: str, **kw: Any) -> None:
     """Lower and compile MODEL for TARGET; write artifact, stages and manifest.json to -o."""
     from compstack.lowering import lower_to_folder
 
     names = _resolve_one(target)
     topts = _parse_target_options(kw["target_opts"])
+    if kw["soc"] is not None:
+        _add_soc(topts, names, kw["soc"])
     _validate_target_options(topts)
     out = _writable_dir(out_dir)
     source = _load_source(model, kw["cache_dir"])
@@ -293,6 +298,21 @@ def lower(model: str, target: str, out_dir: str, **kw: Any) -> None:
     click.echo(f"  manifest  {out / 'manifest.json'}")
     if status != "ok":
         sys.exit(1)
+
+
+def _add_soc(topts: dict[str, dict[str, str]], target: str, soc: str) -> None:
+    """``--soc SOC``: the target's ``soc`` option, checked with a one-line error."""
+    import dataclasses
+
+    from compstack import targets as registry
+
+    options = registry.get(target).Options
+    if "soc" not in {f.name for f in dataclasses.fields(options)}:
+        raise UserError(f"--soc: target '{target}' has no SoC option (cann has)")
+    problem = options(soc=soc).validate()  # type: ignore[call-arg]
+    if problem:
+        raise UserError(f"--soc {soc}: {problem.partition(': ')[2] or problem}")
+    topts.setdefault(target, {})["soc"] = soc
 
 
 def _resolve_one(target: str) -> str:

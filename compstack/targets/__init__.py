@@ -49,6 +49,8 @@ _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("tvm-cuda", "compstack.targets.relax:TvmCudaTarget", "cuda"),
     TargetEntry("tvm-vulkan", "compstack.targets.relax:TvmVulkanTarget", "vulkan"),
     TargetEntry("tensorrt", "compstack.targets.trt:TensorRTTarget", "cuda"),
+    TargetEntry("cann", "compstack.targets.cann:CannTarget", "ascend", default=False),
+    TargetEntry("gcu", "compstack.targets.gcu:GcuTarget", "gcu", default=False),
     TargetEntry("xla-cpu", "compstack.targets.xla:XlaCpuTarget", "cpu"),
     TargetEntry("xla-cuda", "compstack.targets.xla:XlaCudaTarget", "cuda"),
     TargetEntry("inductor-cpu", "compstack.targets.inductor:InductorCpuTarget", "cpu"),

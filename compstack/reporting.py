@@ -168,13 +168,13 @@ def print_targets(rows: list[dict[str, Any]], console: Console | None = None) ->
 def print_zoo(rows: list[dict[str, Any]], console: Console | None = None) -> None:
     console = console or _console()
     table = Table(title="zoo")
-    for col in ("model", "nodes", "params", "inputs", "description"):
+    for col in ("model", "framework", "nodes", "params", "inputs", "description"):
         table.add_column(col)
     for r in rows:
         inputs = ", ".join(f"{i['name']}: {str(i['dtype']).lower()}[{','.join(str(d) for d in i['shape'])}]"
                            for i in r.get("inputs", []))
-        table.add_row(r["name"], str(r.get("nodes", "")), f"{r.get('params', 0):,}", inputs,
-                      str(r.get("description", "")))
+        table.add_row(r["name"], str(r.get("framework", "")), str(r.get("nodes", "")), f"{r.get('params', 0):,}",
+                      inputs, str(r.get("description", "")))
     console.print(table)
 
 

@@ -4,7 +4,8 @@ Accepted forms:
 
 * ``zoo:NAME`` — a model of the built-in zoo (``compstack zoo`` lists them);
 * ``path/to/model.onnx`` — an ONNX file (external data beside it);
-* ``path/to/file.py:function`` — a Python function returning ``(nn.Module, inputs)``.
+* ``path/to/file.py:function`` — a Python function returning ``(nn.Module, inputs)``,
+  ``(jax_function, example_args)`` or an ONNX model.
 """
 
 from __future__ import annotations

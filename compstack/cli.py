@@ -625,6 +625,218 @@ def import_profile(model: str, profile: str, layer_info: str | None, as_json: bo
         click.echo("\n".join(format_text(report)))
 
 
+@cli.group(short_help="Custom ops: list them, test every stack against the reference, build the kernels.")
+def ops() -> None:
+    """Custom ops declared with compstack.ops.custom_op (compstack's own: compstack::rms_norm,
+    compstack::bias_gelu). --load FILE.py|MODULE imports a user's declarations first."""
+
+
+def _load_ops(items: Sequence[str]) -> None:
+    from compstack.ops._registry import load_origins
+
+    load_origins([f"file:{Path(x).resolve()}" if x.endswith(".py") else f"module:{x}" for x in items])
+
+
+def _get_op(name: str) -> Any:
+    from compstack.ops import get
+
+    try:
+        return get(name)
+    except KeyError as exc:
+        raise UserError(str(exc.args[0])) from None
+
+
+_LOAD = click.option("--load", "modules", multiple=True, metavar="FILE.py|MODULE",
+                     help="Import a file or module that declares custom ops (repeatable).")
+
+
+@ops.command("list", short_help="Registered custom ops, their kernels and the stacks that run them.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@_LOAD
+def ops_list(as_json: bool, modules: tuple[str, ...]) -> None:
+    """Every registered custom op: signature, attributes, kernels, and per stack how it
+    runs the op or why it cannot."""
+    from compstack.ops import all_ops
+    from compstack.ops._info import describe
+
+    _load_ops(modules)
+    rows = [describe(op) for op in all_ops()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+        return
+    for row in rows:
+        sig = ", ".join(f"{p['name']}: {p['type'] or '|'.join(p['dtypes'])}" for p in row["inputs"])
+        outs = ", ".join(f"{p['name']}: {p['type'] or '|'.join(p['dtypes'])}" for p in row["outputs"])
+        click.echo(f"{row['name']}({sig}) -> ({outs})  v{row['version']}")
+        if row["doc"]:
+            click.echo(f"  {row['doc'].splitlines()[0]}")
+        types = {p["type"]: p["dtypes"] for p in row["inputs"] + row["outputs"] if p["type"]}
+        for var, dts in types.items():
+            click.echo(f"  {var}: {', '.join(dts)}")
+        for a in row["attrs"]:
+            default = "required" if a["default"] is None else f"default {a['default']!r}"
+            click.echo(f"  attr {a['name']}: {a['type']} ({default}){' - ' + a['doc'] if a['doc'] else ''}")
+        kernels = ", ".join(f"{dev}: {sym}" for dev, sym in row["kernels"].items()) or "none"
+        click.echo(f"  kernels: {kernels}")
+        for target, how in row["stacks"].items():
+            click.echo(f"    {target:<14} {how}")
+        click.echo("")
+
+
+def _parse_attrs(items: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        if not eq or not key:
+            raise UserError(f"--attr {item}: expected NAME=VALUE (e.g. epsilon=1e-5)")
+        value: Any
+        if raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        else:
+            try:
+                value = int(raw)
+            except ValueError:
+                try:
+                    value = float(raw)
+                except ValueError:
+                    raise UserError(f"--attr {item}: {raw!r} is not a number or true/false") from None
+        out[key] = value
+    return out
+
+
+@ops.command("test", short_help="Run a custom op on every stack against its NumPy reference.")
+@click.argument("name")
+@click.option("--targets", "targets_spec", default=None,
+              help="Comma-separated targets [default: ort-cpu,tvm-llvm,iree-llvm-cpu,xla-cpu,inductor-cpu].")
+@click.option("--attr", "attrs", multiple=True, metavar="NAME=VALUE", help="An attribute value (repeatable).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--timeout", type=_Finite(1, 86400), default=900, show_default=True,
+              help="Wall-clock limit of one target's process, seconds.")
+@click.option("--json", "as_json", is_flag=True, help="Print every cell as JSON.")
+@_LOAD
+def ops_test(name: str, targets_spec: str | None, attrs: tuple[str, ...], seed: int, timeout: float,
+             as_json: bool, modules: tuple[str, ...]) -> None:
+    """Run NAME (domain::op) on the C kernel directly and on each target, over the op's
+    test shapes and each declared dtype, against its NumPy reference (float64); print
+    the pass/fail matrix. Exit status 1 when a cell fails or errors."""
+    from compstack import targets as registry
+    from compstack.ops.testing import DEFAULT_TARGETS, format_matrix, run_matrix
+
+    _load_ops(modules)
+    op = _get_op(name)
+    targets = registry.resolve(targets_spec) if targets_spec else list(DEFAULT_TARGETS)
+    report = run_matrix(op, targets, _parse_attrs(attrs), seed=seed, timeout=timeout)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=1))
+    else:
+        click.echo("\n".join(format_matrix(report)))
+    if not report.ok:
+        sys.exit(1)
+
+
+@ops.command("build", short_help="Build the custom-op kernel library (CMake), cached by source hash.")
+@click.option("--cuda", is_flag=True, help="Also build the CUDA kernels (needs nvcc).")
+@click.option("--json", "as_json", is_flag=True, help="Print the built files as JSON.")
+@_LOAD
+def ops_build(cuda: bool, as_json: bool, modules: tuple[str, ...]) -> None:
+    """Configure and build CMakeLists.txt (csrc/ plus registered user sources) under the
+    compstack cache; print what was built. A second run with the same sources builds nothing."""
+    from compstack.ops._kernel import _sources
+    from compstack.ops.build import ensure_built
+
+    _load_ops(modules)
+    cpu, cuda_src = _sources()
+    lib = ensure_built(cpu, cuda_src, cuda=cuda)
+    rows = {"folder": str(lib.folder), "cpu": str(lib.cpu), "iree_objects": [str(p) for p in lib.iree_objects],
+            "xla": str(lib.xla) if lib.xla else None, "cuda": str(lib.cuda) if lib.cuda else None}
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+        return
+    for key, value in rows.items():
+        click.echo(f"{key:<13} {', '.join(value) if isinstance(value, list) else value or '(not built)'}")
+
+
+def _kernel_job_options(f: Any) -> Any:
+    opts = [
+        click.option("--option", "target_opts", multiple=True, metavar="TARGET:KEY=VALUE",
+                     help="A target option (repeatable)."),
+        click.option("--json", "as_json", is_flag=True, help="Print everything as JSON on stdout, nothing else."),
+        click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder [env COMPSTACK_CACHE_DIR]."),
+        click.option("--timeout", type=_Finite(1, 86400), default=900, show_default=True,
+                     help="Wall-clock limit of one target's job, seconds."),
+        click.option("--memory-limit", type=click.IntRange(min=0), default=None,
+                     help="Resident-memory limit of one target's job, MiB (0: none) [default: 75% of RAM]."),
+        click.option("--trt-profile", type=click.Path(dir_okay=False),
+                     help="Add TensorRT as a row: trtexec --exportProfile JSON from a GPU machine."),
+        click.option("--trt-layer-info", type=click.Path(dir_okay=False),
+                     help="...and its trtexec --exportLayerInfo JSON (--profilingVerbosity=detailed)."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _kernel_kw(kw: dict[str, Any]) -> dict[str, Any]:
+    if kw.get("trt_layer_info") and not kw.get("trt_profile"):
+        raise UserError("--trt-layer-info needs --trt-profile (the trtexec --exportProfile JSON)")
+    topts = _parse_target_options(kw["target_opts"])
+    _validate_target_options(topts)
+    kw["target_options"] = topts
+    kw["memory_limit"] = _memory_limit(kw["memory_limit"])
+    return kw
+
+
+@cli.command(short_help="Kernels of each target mapped to the source graph; fusion groups compared.")
+@click.argument("model")
+@click.option("--targets", "targets_spec", default="cpu", show_default=True,
+              help="Comma-separated targets or aliases (cpu, all).")
+@click.option("--missed", is_flag=True, help="List producer->consumer pairs fused by one target and not another.")
+@click.option("--by-node", is_flag=True, hidden=True)
+@_kernel_job_options
+def fusion(model: str, targets_spec: str, missed: bool, by_node: bool, **kw: Any) -> None:
+    """Map every kernel/dispatch/fusion of each target back to MODEL's nodes: kernel counts,
+    coverage, the kernel computing each node, and where the partitions differ."""
+    from compstack import targets as registry
+    from compstack.fusion.commands import fusion_command
+
+    if by_node:
+        raise UserError("--by-node needs per-kernel times: use `compstack profile MODEL --by-node`")
+    targets = registry.resolve(targets_spec)
+    kw = _kernel_kw(kw)
+    sys.exit(fusion_command(lambda: _load_source(model, kw["cache_dir"]), targets, missed, kw["as_json"], kw))
+
+
+@cli.command(short_help="Per-kernel time from each stack's own profiler, mapped to the source graph.")
+@click.argument("model")
+@click.option("--target", "target", help="One target.")
+@click.option("--targets", "targets_spec", help="Comma-separated targets or aliases (cpu, all) [default: cpu].")
+@click.option("--by-node", is_flag=True, help="Each source node's share of the time on each target.")
+@click.option("--export-model-explorer", "explorer_dir", type=click.Path(file_okay=False),
+              help="Write Model Explorer node-data files (per-node time, kernel per target) to this folder.")
+@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Warm-up runs.")
+@click.option("--min-runs", type=click.IntRange(min=1), default=20, show_default=True,
+              help="At least this many profiled runs...")
+@click.option("--min-time", type=_Finite(0, 3600), default=1.0, show_default=True,
+              help="...and enough for this many seconds at the measured latency (at most 200 runs).")
+@click.option("--refresh-peak", is_flag=True, help="Measure this machine's roofline peaks again (else cached).")
+@_kernel_job_options
+def profile(model: str, target: str | None, targets_spec: str | None, by_node: bool, explorer_dir: str | None,
+            **kw: Any) -> None:
+    """Time every kernel of MODEL on each target with the stack's own profiler (warm-up,
+    repeats, median, CV), beside the end-to-end latency; roofline placement per kernel."""
+    from compstack import targets as registry
+    from compstack.fusion.commands import profile_command
+
+    if target and targets_spec:
+        raise UserError("--target and --targets: give one of them")
+    targets = [_resolve_one(target)] if target else registry.resolve(targets_spec or "cpu")
+    folder = _probe_dir(Path(explorer_dir), f"--export-model-explorer {explorer_dir}: folder not writable") \
+        if explorer_dir else None
+    kw = _kernel_kw(kw)
+    sys.exit(profile_command(lambda: _load_source(model, kw["cache_dir"]), targets, by_node, kw["as_json"], folder,
+                             kw))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point. Usage errors are one line too, like every other bad input."""
     try:

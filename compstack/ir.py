@@ -146,8 +146,8 @@ def check(proto: onnx.ModelProto, source: str) -> None:
         if node.domain not in known:
             raise UserError(
                 f"{source}: node '{node.name or node.op_type}' uses unknown op domain "
-                f"'{node.domain}' ({node.op_type}); only standard ONNX domains and "
-                "model-local functions are known"
+                f"'{node.domain}' ({node.op_type}); only standard ONNX domains, model-local "
+                "functions and registered custom ops (`compstack ops list`) are known"
             )
     try:
         # Without full_check: shape inference runs later, in canonicalize().
@@ -160,8 +160,11 @@ def check(proto: onnx.ModelProto, source: str) -> None:
 
 
 def _registered_custom_domains() -> set[str]:
-    """Domains of custom ops registered with compstack (none until ``compstack.ops``)."""
-    return set()
+    """Domains of custom ops registered with compstack (:mod:`compstack.ops`; its
+    registry also registers each op's ONNX schema, so the checker accepts them)."""
+    from compstack.ops._registry import domains
+
+    return domains()
 
 
 def from_proto(proto: onnx.ModelProto, source: str = "<model>", opset: int = DEFAULT_OPSET) -> ir.Model:

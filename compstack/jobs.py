@@ -45,8 +45,9 @@ class Job:
         artifact_dir: also save the artifact here (``compstack lower -o``).
         stages_dir: write every stage's text here (``compstack lower -o``).
         run: run the compiled model (False for ``lower``).
-        kind: ``compare`` (lower, compile, run, time) or ``dump`` (stages and passes,
-            see :mod:`compstack.dumping`).
+        kind: ``compare`` (lower, compile, run, time), ``dump`` (stages and passes,
+            see :mod:`compstack.dumping`), ``kernels`` or ``profile`` (kernel map and
+            per-kernel times, see :mod:`compstack.fusion.worker`).
         only_stages: with ``dump``, the stages to write (None: all).
         passes: with ``dump``, ``all`` or ``changed`` to also write per-pass dumps.
         source: the model spec (``zoo:bert``, ``/abs/file.py:build``) from which a
@@ -191,12 +192,19 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         import onnx_ir as ir
 
         model = ir.load(job.model_path)
+        from compstack.ops._registry import load_model_origins
+
+        load_model_origins(model)  # user custom ops the model uses (compstack.ops)
         _attach_source(job, target, model)
         outcome.flags = target.flags()
         if job.kind == "dump":
             from compstack.dumping import run_dump
 
             run_dump(job, target, model, outcome, stage)
+        elif job.kind in ("kernels", "profile"):
+            from compstack.fusion.worker import run_kernels_job
+
+            run_kernels_job(job, target, model, outcome, stage, avail)
         else:
             _run_compare_job(job, target, model, outcome, stage, avail)
         outcome.stage = ""

@@ -85,6 +85,9 @@ def model_file(source: cir.SourceModel, cache_dir: Path) -> Path:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".tmp{os.getpid()}")
+            from compstack.ops._registry import stamp_origins
+
+            stamp_origins(source.model)  # workers import the model's user custom-op declarations
             cir.save(source.model, tmp)
             os.replace(tmp, path)
         except (OSError, UserError) as exc:

@@ -14,17 +14,26 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 import onnx_ir as ir
 
 from compstack.errors import UnsupportedError, UserError
 
-__all__ = ["Availability", "Target", "TargetOptions", "Lowered", "Compiled", "PassRecord", "PASS_MODES"]
+if TYPE_CHECKING:
+    from compstack.kernels import KernelMap, KernelProfile, ProfileSamples
+    from compstack.latency import LatencyConfig
+
+__all__ = ["Availability", "Target", "TargetOptions", "Lowered", "Compiled", "PassRecord", "PASS_MODES",
+           "PROFILE_MAX_RUNS"]
+
+#: Most profiled runs :meth:`Compiled.profile` does (profiler traces grow with each run).
+PROFILE_MAX_RUNS = 200
 
 
 @dataclass(frozen=True)
@@ -295,6 +304,16 @@ class Lowered:
         """Hook: produce the :class:`Compiled`."""
         raise NotImplementedError
 
+    def compile_with_kernels(self) -> "Compiled":
+        """Compile so that :meth:`Compiled.kernels` can answer: a stack that needs extra
+        records for it (Inductor's provenance tracking) overrides this. The compiled
+        object keeps this :class:`Lowered` as ``lowered`` (its scratch files, marks).
+        """
+        compiled = self.compile()
+        if getattr(compiled, "lowered", None) is None:
+            compiled.lowered = self  # type: ignore[attr-defined]
+        return compiled
+
     def passes(self, mode: str = "all") -> list[PassRecord] | None:
         """Run the stack's pipeline with its own pass instrumentation.
 
@@ -403,4 +422,58 @@ class Compiled:
         return [folder / f for f in self.artifact_files]
 
     def save_impl(self, folder: Path) -> None:
+        raise NotImplementedError
+
+    # ---- kernels and per-kernel time (compstack.kernels) ---------------------------
+    def kernels(self) -> "KernelMap | None":
+        """Every kernel/dispatch/fusion this artifact runs, with the IR nodes each covers
+        (:class:`compstack.kernels.KernelMap`); None when the stack has no such view
+        ("not available for this target"). Needs a fresh compile
+        (:meth:`Lowered.compile_with_kernels`), not a cached artifact.
+        """
+        try:
+            return self.kernels_impl()
+        except NotImplementedError:
+            return None
+
+    def kernels_impl(self) -> "KernelMap":
+        raise NotImplementedError
+
+    def profile(self, inputs: Sequence[Mapping[str, np.ndarray]], config: "LatencyConfig | None" = None,
+                kernel_map: "KernelMap | None" = None) -> "KernelProfile | None":
+        """Per-kernel times from the stack's own profiler, beside the end-to-end latency.
+
+        The protocol is :mod:`compstack.latency`'s: ``config.warmup`` untimed runs, then
+        at least ``config.min_runs`` profiled runs and enough for ``config.min_time_s``
+        at the measured latency (at most :data:`PROFILE_MAX_RUNS`), input sets rotated;
+        each kernel's median, p10, p90 and CV over the runs. The end-to-end latency is
+        measured first, with the profiler off.
+
+        Args:
+            inputs: the input sets (name -> array), rotated.
+            config: the latency protocol (default :class:`compstack.latency.LatencyConfig`).
+            kernel_map: this artifact's :meth:`kernels`, to order the result.
+
+        Returns:
+            A :class:`compstack.kernels.KernelProfile`, or None when the stack has no
+            per-kernel profiler here.
+        """
+        from compstack.kernels import make_profile
+        from compstack.latency import LatencyConfig, measure
+
+        config = config or LatencyConfig()
+        arrays = [self._check_inputs(s) for s in inputs]
+        e2e = measure([self.prepare(s) for s in inputs], config)
+        want = math.ceil(config.min_time_s * 1e3 / e2e.median) if e2e.median > 0 else config.min_runs
+        runs = max(1, min(max(config.min_runs, want), PROFILE_MAX_RUNS, config.max_runs))
+        try:
+            samples = self.profile_impl(arrays, config.warmup, runs)
+        except NotImplementedError:
+            return None
+        order = [k.id for k in kernel_map.kernels] if kernel_map is not None else ()
+        return make_profile(self.target.name, samples, e2e.to_dict(), config.warmup, order)
+
+    def profile_impl(self, inputs: list[list[np.ndarray]], warmup: int, runs: int) -> "ProfileSamples":
+        """Hook: run ``warmup`` untimed then ``runs`` profiled runs (input sets rotated)
+        and return each kernel's time per run (:class:`compstack.kernels.ProfileSamples`)."""
         raise NotImplementedError

@@ -25,6 +25,17 @@ RNG = np.random.default_rng(1234)
 F32 = np.float32
 
 
+@pytest.fixture(autouse=True)
+def _x64():
+    """ONNX graphs hold int64/float64: every test here runs with ``jax.enable_x64(True)`` as a
+    context, so the flag does not leak into other test files' JAX code."""
+    import jax
+
+    with jax.enable_x64(True):
+        yield
+
+
+
 def rnd(*shape: int, dtype: Any = F32, lo: float = -3.0, hi: float = 3.0) -> np.ndarray:
     """Random values (uniform in [lo, hi) for floats, integers in [lo, hi] for ints)."""
     dtype = np.dtype(dtype)
@@ -56,11 +67,10 @@ def check_opset(op: str, inputs: dict, attrs: dict | None = None, *, opset: int,
     registered for that older version runs."""
     import jax
 
-    from compstack.translate.jax import enable_x64, to_jax
+    from compstack.translate.jax import to_jax
 
     proto = node_model(op, inputs, attrs, const=const, n_outputs=n_outputs, opset=opset, input_order=input_order)
     want = run_reference(proto, inputs)
-    enable_x64()
     model = cir.from_proto(proto, opset=opset)
     prog = to_jax(model)
     got = [np.asarray(o) for o in jax.jit(prog.fn)(prog.params, *[inputs[n] for n in prog.input_names])]
@@ -561,7 +571,7 @@ def test_softmax_opset11(op: str, axis: int | None) -> None:
     # Before 13 the input is coerced to 2-D at ``axis`` (default 1); onnx.reference ignores that.
     import jax
 
-    from compstack.translate.jax import enable_x64, to_jax
+    from compstack.translate.jax import to_jax
 
     x = rnd(2, 3, 4)
     attrs = {} if axis is None else {"axis": axis}
@@ -573,7 +583,6 @@ def test_softmax_opset11(op: str, axis: int | None) -> None:
         want = np.log(e / e.sum(axis=1, keepdims=True))
     else:
         want = np.eye(flat.shape[1], dtype=F32)[np.argmax(flat, axis=1)]
-    enable_x64()
     prog = to_jax(cir.from_proto(node_model(op, {"x": x}, attrs, opset=11), opset=11))
     got = np.asarray(jax.jit(prog.fn)(prog.params, x)[0])
     assert_close(got, want.reshape(x.shape).astype(F32), 1e-5, 1e-6)
@@ -932,12 +941,11 @@ def test_scatter_elements(reduction: str, axis: int) -> None:
 def test_scatter_opset10() -> None:
     import jax
 
-    from compstack.translate.jax import enable_x64, to_jax
+    from compstack.translate.jax import to_jax
 
     # onnx.reference has no Scatter: compare with its ScatterElements.
     inputs = {"x": rnd(3, 4), "i": np.array([[1, 0, 2, -1]], I64), "u": rnd(1, 4)}
     want = run_reference(node_model("ScatterElements", inputs, {"axis": 0}, opset=11), inputs)[0]
-    enable_x64()
     prog = to_jax(cir.from_proto(node_model("Scatter", inputs, {"axis": 0}, opset=10), opset=10))
     assert_close(np.asarray(jax.jit(prog.fn)(prog.params, *[inputs[n] for n in prog.input_names])[0]), want)
 

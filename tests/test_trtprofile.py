@@ -116,3 +116,35 @@ def test_split_layer_name_forms() -> None:
 def test_metadata_separators_and_function_stack() -> None:
     meta = "[ONNX Layer: a]\x1f[ONNX Layer: b | outer (MyFn)]\x1e[ONNX Layer: c]"
     assert metadata_nodes(meta) == ["a", "b", "c"]
+
+
+def test_tensorrt_joins_fusion_and_profile_tables(isolated_env: Path, files) -> None:
+    """The imported TensorRT profile becomes a row beside live targets: kernel map,
+    per-layer time, --missed and --by-node (time split by FLOPs within a fused layer)."""
+    model, profile, info = files
+    proc = run_cli("fusion", str(model), "--targets", "ort-cpu", "--missed", "--trt-profile", str(profile),
+                   "--trt-layer-info", str(info), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    rows = {t["target"]: t for t in data["targets"]}
+    trt = rows["tensorrt (trtexec)"]
+    assert trt["kernels"]["kernel_count"] == 2 and trt["kernels"]["coverage"] == pytest.approx(1.0)
+    assert [k["nodes"] for k in trt["kernels"]["kernels"]] == [["fc1", "bias1", "relu1"], ["fc2"]]
+    assert trt["kernels"]["kernels"][0]["kind"] == "library"
+    proc = run_cli("profile", str(model), "--target", "ort-cpu", "--by-node", "--min-runs", "3", "--min-time", "0",
+                   "--warmup", "1", "--trt-profile", str(profile), "--trt-layer-info", str(info), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    nodes = {r["node"]: r for r in data["by_node"]}
+    trt_ms = {n: r["ms"]["tensorrt (trtexec)"] for n, r in nodes.items()}
+    assert trt_ms["fc2"] == pytest.approx(0.1)
+    assert sum(trt_ms[n] for n in ("fc1", "bias1", "relu1")) == pytest.approx(0.29)
+    assert trt_ms["fc1"] > trt_ms["bias1"]  # split by FLOPs: the MatMul dominates
+    row = next(t for t in data["targets"] if t["target"] == "tensorrt (trtexec)")
+    assert row["roofline"] == {}  # this machine's CPU peaks say nothing about the GPU
+
+
+def test_trt_layer_info_needs_profile(isolated_env: Path, files) -> None:
+    model, _, info = files
+    proc = run_cli("fusion", str(model), "--targets", "ort-cpu", "--trt-layer-info", str(info))
+    assert proc.returncode == 2 and "--trt-layer-info needs --trt-profile" in proc.stderr

@@ -62,14 +62,14 @@ def run_jax(proto: onnx.ModelProto, inputs: Mapping[str, np.ndarray], jit: bool 
     """Translate with :func:`compstack.translate.jax.to_jax` and run (jitted by default)."""
     import jax
 
-    from compstack.translate.jax import enable_x64, to_jax
+    from compstack.translate.jax import to_jax
 
-    enable_x64()
     model = cir.from_proto(proto, opset=max(20, _opset(proto)))
-    prog = to_jax(model)
-    fn = jax.jit(prog.fn) if jit else prog.fn
-    outs = fn(prog.params, *[inputs[n] for n in prog.input_names])
-    return [np.asarray(o) for o in outs]
+    with jax.enable_x64(True):  # a context: JAX code elsewhere in the test process keeps its dtypes
+        prog = to_jax(model)
+        fn = jax.jit(prog.fn) if jit else prog.fn
+        outs = fn(prog.params, *[inputs[n] for n in prog.input_names])
+        return [np.asarray(o) for o in outs]
 
 
 def run_fx(proto: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:

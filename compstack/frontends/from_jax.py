@@ -514,7 +514,7 @@ class _Converter:
                                   initializer=self.inits)
         import jax
 
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)],
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET), *_custom_opsets(self.nodes)],
                                  ir_version=_IR_VERSION, producer_name="compstack.from_jax",
                                  producer_version=jax.__version__)
 
@@ -694,6 +694,33 @@ for _prim, _op in {
     "ge": "GreaterOrEqual",
 }.items():
     _simple(_prim, _op)
+
+
+@_register("ffi_call")
+def _ffi_call(cx: _Converter, eqn: Any, ins: list[str]) -> list[str]:
+    """A compstack custom op called through ``jax.ffi`` (:func:`compstack.ops.jax_call`):
+    one node of the op's ONNX domain, attributes recovered from the call."""
+    from compstack.ops._jax import op_of_ffi_call
+
+    target = str(eqn.params.get("target_name", ""))
+    found = op_of_ffi_call(target, eqn.params.get("attributes", ()))
+    if found is None:
+        raise cx.unsupported(f"custom call target {target!r} is not a compstack custom op (compstack.ops)")
+    op, attrs = found
+    values = {k: int(v) if isinstance(v, bool) else v for k, v in attrs.items()}
+    outs = cx.op(op.name, ins, n_out=len(op.outputs), domain=op.domain, **values)
+    return outs if isinstance(outs, list) else [outs]
+
+
+def _custom_opsets(nodes: Sequence[onnx.NodeProto]) -> list[onnx.OperatorSetIdProto]:
+    """Opset imports of the custom-op domains ``nodes`` use (compstack.ops)."""
+    domains = sorted({n.domain for n in nodes if n.domain not in ("", "ai.onnx")})
+    if not domains:
+        return []
+    from compstack.ops._registry import all_ops
+
+    versions = {op.domain: op.version for op in all_ops()}
+    return [helper.make_opsetid(d, versions.get(d, 1)) for d in domains]
 
 
 @_register("ne")

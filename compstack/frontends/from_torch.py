@@ -190,6 +190,7 @@ def _to_onnx(
                 output_names=list(output_names) if output_names is not None else None,
                 verbose=False,
                 report=False,
+                custom_translation_table=_custom_translations(),
             )
             if onnx_program is None:  # only when f= is given, which we never pass
                 raise RuntimeError("torch.onnx.export returned no program")
@@ -203,6 +204,15 @@ def _to_onnx(
     except Exception as exc:  # the exporter wraps errors in its own types
         raise UserError(f"{name}: ONNX export failed: {_first_line(_root_cause(exc))}") from exc
     return model
+
+
+def _custom_translations() -> dict[Any, Any] | None:
+    """The exporter's translations of compstack custom ops defined in ``torch.library``
+    (:func:`compstack.ops.torch_op`): each becomes a node of its own ONNX domain."""
+    import sys
+
+    bindings = sys.modules.get("compstack.ops._torch")
+    return bindings.translation_table() or None if bindings is not None else None
 
 
 def _name_transposed_weights(model: ir.Model) -> None:

@@ -249,6 +249,13 @@ class InductorLowered(Lowered):
         out.output_code = "\n".join(codes)
         return out
 
+    def compile_with_kernels(self) -> "InductorCompiled":
+        """Compile with Inductor's provenance tracking and kernel profiling on (see
+        :mod:`compstack.targets._kernels_inductor`)."""
+        from compstack.targets._kernels_inductor import compile_with_kernels
+
+        return compile_with_kernels(self)
+
 
 class InductorCompiled(Compiled):
     """The ``torch.compile``'d program with Inductor's compiled graph in place."""
@@ -288,6 +295,16 @@ class InductorCompiled(Compiled):
             return out
 
         return once
+
+    def kernels_impl(self) -> Any:
+        from compstack.targets._kernels_inductor import kernel_map
+
+        return kernel_map(self)
+
+    def profile_impl(self, inputs: list[np.ndarray], warmup: int, runs: int) -> Any:
+        from compstack.targets._kernels_inductor import profile
+
+        return profile(self, inputs, warmup, runs)  # type: ignore[arg-type]
 
     def save_impl(self, folder: Path) -> None:
         path = folder / self.artifact_files[0]

@@ -182,8 +182,12 @@ class IreeLlvmCpuTarget(Target):
                 "compile_timeout_s": self.options.compile_timeout_s}
 
     def lower_impl(self, model: ir.Model) -> Lowered:
+        from compstack.ops import _iree as custom_ops
+
         scratch = tools.Scratch("iree")
-        onnx_path = cir.save(cir.inline_functions(model), scratch.path / "model.onnx")
+        # Registered custom ops: placeholders now, dispatches of their linked C kernels below.
+        marked, calls = custom_ops.mark(cir.inline_functions(model), self.name)
+        onnx_path = cir.save(marked, scratch.path / "model.onnx")
         mlir = scratch.path / "model.mlir"
         if self.options.keep_locations:
             script = scratch.path / "import_onnx.py"
@@ -192,6 +196,7 @@ class IreeLlvmCpuTarget(Target):
         else:
             argv = [tools.find_tool("iree-import-onnx"), onnx_path, "-o", mlir]
         tools.run_tool(argv, timeout=self.options.compile_timeout_s, temps=scratch)
+        custom_ops.rewrite(mlir, calls, "llvm-cpu" in " ".join(self.compile_flags()), self.name)
         text = mlir.read_text()
         found = _FUNC.search(text)
         function = (found.group(1) or found.group(2)) if found else None
@@ -448,6 +453,16 @@ class _IreeCompiled(Compiled):
         path = folder / "model.vmfb"
         path.write_bytes(self.vmfb)
         self.set_module_path(path.resolve())
+
+    def kernels_impl(self) -> Any:
+        from compstack.targets._kernels_iree import kernel_map
+
+        return kernel_map(self)
+
+    def profile_impl(self, inputs: list[list[np.ndarray]], warmup: int, runs: int) -> Any:
+        from compstack.targets._kernels_iree import profile
+
+        return profile(self, inputs, warmup, runs)
 
 
 def _check_driver(driver: str) -> None:

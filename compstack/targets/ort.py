@@ -106,14 +106,19 @@ class OrtCpuTarget(Target):
                 "intra_op_num_threads": self.options.intra_op_threads}
 
     def lower_impl(self, model: ir.Model) -> Lowered:
-        proto = cir.to_proto(model)
+        from compstack.ops import _ort as custom_ops
+
+        proto = custom_ops.prepare(cir.to_proto(model))  # custom ops -> onnxruntime-extensions PyOps
         return _OrtLowered(self, model, proto)
 
     def load_compiled(self, folder: Path, model: ir.Model) -> Compiled:
         import onnxruntime as ort
 
+        from compstack.ops import _ort as custom_ops
+
         path = folder / "optimized.onnx"
         so = _session_options(ort, self.options, level="disable")
+        custom_ops.add_to_session(so, path.read_bytes())
         sess = ort.InferenceSession(str(path), so, providers=list(self.providers))
         return _OrtCompiled(self, model, sess, path.read_bytes())
 
@@ -127,11 +132,14 @@ class _OrtLowered(Lowered):
     def _optimize(self) -> tuple[Any, bytes]:
         import onnxruntime as ort
 
+        from compstack.ops import _ort as custom_ops
+
         opts = self.target.options
         with tempfile.TemporaryDirectory(prefix="compstack-ort-") as tmp:
             opt_path = Path(tmp) / "optimized.onnx"
             so = _session_options(ort, opts)
             so.optimized_model_filepath = str(opt_path)
+            custom_ops.add_to_session(so, self.proto)
             sess = ort.InferenceSession(self.proto.SerializeToString(), so, providers=list(self.target.providers))
             data = opt_path.read_bytes()
         return sess, data
@@ -188,6 +196,16 @@ class _OrtCompiled(Compiled):
 
     def save_impl(self, folder: Path) -> None:
         (folder / "optimized.onnx").write_bytes(self.optimized)
+
+    def kernels_impl(self) -> Any:
+        from compstack.targets._kernels_ort import kernel_map
+
+        return kernel_map(self)
+
+    def profile_impl(self, inputs: list[list[np.ndarray]], warmup: int, runs: int) -> Any:
+        from compstack.targets._kernels_ort import profile
+
+        return profile(self, inputs, warmup, runs)
 
 
 class OrtCudaTarget(OrtCpuTarget):

@@ -149,8 +149,11 @@ class _RefCompiled(Compiled):
         super().__init__(target, model)
         from onnx.reference import ReferenceEvaluator
 
+        from compstack.ops._onnx import reference_ops
+
         self.proto = proto
-        self.session = ReferenceEvaluator(proto)
+        # Registered custom ops (compstack.ops) run their NumPy references.
+        self.session = ReferenceEvaluator(proto, new_ops=reference_ops(proto) or None)
         self.out_dtypes = [v.dtype.numpy() if v.dtype is not None else None for v in model.graph.outputs]
         self.in_dtypes = {
             v.name: onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)

@@ -162,15 +162,23 @@ class TvmLlvmTarget(Target):
         """
         from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
 
+        from compstack.ops._tvm import handles
+
         known = set(_get_convert_map()) | _DIRECT_OPS
         missing = {_op_label(d, op) for d, op in _node_ops(model.graph, model.functions, set())
-                   if d not in _TVM_DOMAINS or op not in known}
+                   if (d not in _TVM_DOMAINS or op not in known) and not handles(d, op)}
         return sorted(missing)
 
     def lower_impl(self, model: ir.Model) -> Lowered:
         from tvm.relax.frontend.onnx import from_onnx
 
-        mod = from_onnx(cir.to_proto(cir.inline_functions(model)), keep_params_in_input=False)
+        from compstack.ops._tvm import importing
+        from compstack.targets._kernels_tvm import named_bindings
+
+        proto = cir.to_proto(cir.inline_functions(model))
+        # Registered custom ops (compstack.ops) become R.call_dps_packed calls of their C kernels.
+        with named_bindings(), importing(proto, self.tvm_device, self.name) as proto:
+            mod = from_onnx(proto, keep_params_in_input=False)
         return _TvmLowered(self, model, mod)
 
     def load_compiled(self, folder: Path, model: ir.Model) -> Compiled:
@@ -182,9 +190,13 @@ class TvmLlvmTarget(Target):
         """
         import tvm
 
+        from compstack.ops._registry import ops_in
+        from compstack.ops._tvm import register_packed
+
         path = folder / "model.so"
         if not path.is_file():
             raise FileNotFoundError(path)
+        register_packed(ops_in(model))  # the VM looks custom ops' packed functions up by name
         lib = tvm.runtime.load_module(str(path))
         return _TvmCompiled(self, model, lib, export=lambda dst: shutil.copyfile(path, dst))
 
@@ -225,10 +237,16 @@ def _recorder(keep_all: bool) -> tuple[Any, dict[str, Any], list[tuple[str, Any]
 
     @tvm.instrument.pass_instrument
     class _Keep:
+        def run_before_pass(self, mod: Any, info: Any) -> None:
+            if info.name == "FuseOps":  # kernel mapping (compstack.targets._kernels_tvm)
+                marks["pre-FuseOps"] = mod
+
         def run_after_pass(self, mod: Any, info: Any) -> None:
             name = info.name
             if _is_relax_module(mod):
                 marks["relax-final"] = mod
+                if name == "FuseOps":
+                    marks["FuseOps"] = mod
                 if name == "FuseTIR":
                     marks["relax-fused"] = mod
                 if keep_all and name not in ("sequential", "_pipeline"):
@@ -291,6 +309,7 @@ class _TvmLowered(Lowered):
             ex = tvm.compile(self.mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
         compiled = _TvmCompiled(self.target, self.model, ex, export=lambda dst: ex.export_library(str(dst)))
         compiled.pass_names = [name for name, _ in passes]
+        compiled.marks = marks
         stages: dict[str, Callable[[], str]] = {}
         for i, (name, mod) in enumerate(passes):
             stages[f"relax.{i:02d}.{name}"] = _script(mod)
@@ -386,6 +405,8 @@ class _TvmCompiled(Compiled):
         self._export = export
         #: Names of the Relax passes that ran (only with ``pass_stages=True``).
         self.pass_names: list[str] = []
+        #: Relax modules kept at compile (``pre-FuseOps``, ``FuseOps``, ``relax-final``...).
+        self.marks: dict[str, Any] = {}
 
     @property
     def device(self) -> Any:
@@ -422,6 +443,16 @@ class _TvmCompiled(Compiled):
 
     def save_impl(self, folder: Path) -> None:
         self._export(folder / "model.so")
+
+    def kernels_impl(self) -> Any:
+        from compstack.targets._kernels_tvm import kernel_map
+
+        return kernel_map(self)
+
+    def profile_impl(self, inputs: list[list[np.ndarray]], warmup: int, runs: int) -> Any:
+        from compstack.targets._kernels_tvm import profile
+
+        return profile(self, inputs, warmup, runs)
 
 
 @dataclass(frozen=True)

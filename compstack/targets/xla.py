@@ -89,14 +89,15 @@ class XlaCpuTarget(TwoPathTarget):
             call = _native_call(native)
             export_fn, export_args = jitted, (args, kwargs)
         else:
-            from compstack.translate.jax import enable_x64, to_jax
+            from compstack.translate.jax import to_jax
 
-            enable_x64()
-            model = canonical_for_translation(model)
-            prog = to_jax(model)
-            jitted = jax.jit(prog.fn)
-            params = {k: jax.device_put(v, self._device()) for k, v in prog.params.items()}
-            lowered = jitted.lower(params, *specs)
+            with _x64(True):
+                model = canonical_for_translation(model)
+                specs = _input_specs(model)
+                prog = to_jax(model)
+                jitted = jax.jit(prog.fn)
+                params = {k: jax.device_put(v, self._device()) for k, v in prog.params.items()}
+                lowered = jitted.lower(params, *specs)
             call = _translated_call(params)
 
             def baked(*xs: Any) -> Any:
@@ -137,6 +138,18 @@ class XlaCudaTarget(XlaCpuTarget):
             return Availability(False, "no CUDA device visible to JAX (needs a GPU and the CUDA jaxlib: "
                                        "pip install 'jax[cuda12]')", versions)
         return Availability(True, versions=versions)
+
+
+def _x64(on: bool) -> Any:
+    """``jax.enable_x64(True)`` around everything the translated path traces, compiles and
+    calls (ONNX graphs hold int64/float64); a no-op for native JAX programs, which keep
+    the user's own setting. A context, not the process-wide flag, so user JAX code in the
+    same process keeps JAX's default dtypes."""
+    import contextlib
+
+    import jax
+
+    return jax.enable_x64(True) if on else contextlib.nullcontext()
 
 
 def _input_specs(model: ir.Model) -> list[Any]:
@@ -186,8 +199,13 @@ class XlaLowered(Lowered):
         self.export_args = export_args
         self.path = path
 
+    def x64(self) -> Any:
+        """The dtype mode this program was traced in (see :func:`_x64`)."""
+        return _x64(self.path == "translated")
+
     def compile_impl(self) -> XlaCompiled:
-        compiled = self.jax_lowered.compile()
+        with self.x64():
+            compiled = self.jax_lowered.compile()
         out = XlaCompiled(self.target, self.model, compiled, self)
         out.stages["hlo-optimized"] = compiled.as_text
         self.add_stage("hlo-optimized", compiled.as_text)
@@ -214,25 +232,40 @@ class XlaCompiled(Compiled):
         self.run_command = ""
 
     def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        return [np.asarray(o) for o in self.lowered.call(self.compiled, inputs)]
+        with self.lowered.x64():
+            return [np.asarray(o) for o in self.lowered.call(self.compiled, inputs)]
 
     def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
         import jax
 
         device = self.target._device()
-        placed = [jax.device_put(x, device) for x in inputs]
-        call, compiled = self.lowered.call, self.compiled
+        with self.lowered.x64():
+            placed = [jax.device_put(x, device) for x in inputs]
+        call, compiled, x64 = self.lowered.call, self.compiled, self.lowered.x64
 
         def once() -> Any:
-            return jax.block_until_ready(call(compiled, placed))
+            with x64():
+                return jax.block_until_ready(call(compiled, placed))
 
         return once
+
+    def kernels_impl(self) -> Any:
+        from compstack.targets._kernels_xla import kernel_map
+
+        return kernel_map(self)
+
+    def profile_impl(self, inputs: list[list[np.ndarray]], warmup: int, runs: int) -> Any:
+        from compstack.targets._kernels_xla import profile
+
+        with self.lowered.x64():
+            return profile(self, inputs, warmup, runs)
 
     def save_impl(self, folder: Path) -> None:
         from jax import export
 
         args, kwargs = self.lowered.export_args
-        exported = export.export(self.lowered.export_fn)(*args, **kwargs)
+        with self.lowered.x64():
+            exported = export.export(self.lowered.export_fn)(*args, **kwargs)
         path = folder / self.artifact_files[0]
         path.write_bytes(exported.serialize())
         self.run_command = (

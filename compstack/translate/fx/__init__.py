@@ -28,7 +28,7 @@ from compstack.translate import OpTable, interpret, static_initializer
 __all__ = ["FAMILIES", "ONNX_NODE_KEY", "TABLE", "to_fx"]
 
 #: Converter modules, one per op family.
-FAMILIES = ("elementwise", "math", "nn", "reduce", "shape", "index", "misc")
+FAMILIES = ("elementwise", "math", "nn", "reduce", "shape", "index", "misc", "custom")
 
 TABLE = OpTable("fx", [f"compstack.translate.fx.{f}" for f in FAMILIES])
 

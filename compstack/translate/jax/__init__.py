@@ -25,7 +25,7 @@ from compstack.translate import OpTable, interpret, static_initializer
 __all__ = ["FAMILIES", "TABLE", "JaxProgram", "enable_x64", "to_jax"]
 
 #: Converter modules, one per op family.
-FAMILIES = ("elementwise", "math", "nn", "reduce", "shape", "index", "misc")
+FAMILIES = ("elementwise", "math", "nn", "reduce", "shape", "index", "misc", "custom")
 
 TABLE = OpTable("jax", [f"compstack.translate.jax.{f}" for f in FAMILIES])
 

@@ -1,0 +1,135 @@
+"""Parent side of ``compstack fusion`` / ``compstack profile``: one isolated worker job per
+target (:func:`compstack.runner.run_isolated`), as ``compstack compare`` does, so a stack
+that crashes costs its own row only.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from compstack import ir as cir
+from compstack.config import Settings
+from compstack.inputs import input_sets, save_npz
+from compstack.jobs import Job, JobOutcome, pack_sets
+from compstack.kernels import KernelMap, KernelProfile
+from compstack.latency import LatencyConfig
+from compstack.runner import Limits, run_inline, run_isolated
+
+__all__ = ["KernelsOptions", "TargetKernels", "collect"]
+
+
+@dataclass
+class KernelsOptions:
+    """What a fusion/profile run needs besides the model.
+
+    Attributes:
+        targets: resolved target names.
+        profile: also time each kernel (job kind ``profile``), else only map kernels.
+        latency: the protocol for the end-to-end latency and the per-kernel profile.
+        limits: per-job time and memory limits.
+        seed: seed of generated inputs (the model's own example inputs win).
+        target_options: ``{target: {option: value}}``.
+        isolate: run jobs in worker processes (False: inline, for debugging).
+    """
+
+    targets: list[str]
+    profile: bool = False
+    latency: LatencyConfig = field(default_factory=LatencyConfig)
+    limits: Limits = field(default_factory=Limits)
+    seed: int = 0
+    target_options: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    isolate: bool = True
+
+
+@dataclass
+class TargetKernels:
+    """One target's row: status of its job, its kernel map and profile when it got them.
+
+    Attributes:
+        target: the target name.
+        status: the job's status (``ok``, ``unsupported``, ``failed``, ``crashed``...).
+        stage: the stage it stopped in, when not ok.
+        error: one line.
+        kernels: the :class:`KernelMap`, or None.
+        profile: the :class:`KernelProfile`, or None.
+        notes: why a part is missing ("not available for this target") and other remarks.
+        flags, versions, compile_s: as in ``compstack compare``.
+    """
+
+    target: str
+    status: str
+    stage: str = ""
+    error: str = ""
+    kernels: KernelMap | None = None
+    profile: KernelProfile | None = None
+    notes: list[str] = field(default_factory=list)
+    flags: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    compile_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "status": self.status, "stage": self.stage, "error": self.error,
+                "kernels": self.kernels.to_json() if self.kernels else None,
+                "profile": self.profile.to_json() if self.profile else None, "notes": self.notes,
+                "flags": self.flags, "versions": self.versions, "compile_s": self.compile_s}
+
+
+def _ref_of(name: str) -> str:
+    from compstack import targets as registry
+
+    return next(e.ref for e in registry.entries() if e.name == name)
+
+
+def _row(outcome: JobOutcome) -> TargetKernels:
+    extra = outcome.extra or {}
+    row = TargetKernels(target=outcome.target, status=outcome.status, stage=outcome.stage, error=outcome.error,
+                        flags=dict(outcome.flags), versions=dict(outcome.versions))
+    if outcome.compile_s is not None:
+        row.compile_s = (outcome.lower_s or 0.0) + outcome.compile_s
+    if extra.get("kernels"):
+        row.kernels = KernelMap.from_json(extra["kernels"])
+    if extra.get("profile"):
+        row.profile = KernelProfile.from_json(extra["profile"])
+    row.notes = [extra[k] for k in ("kernels_note", "profile_note") if extra.get(k)]
+    return row
+
+
+def collect(source: cir.SourceModel, options: KernelsOptions, settings: Settings,
+            on_start: Callable[[str], None] | None = None,
+            on_done: Callable[[TargetKernels], None] | None = None) -> list[TargetKernels]:
+    """Run a ``kernels`` (or ``profile``) job for each target of ``options``.
+
+    Raises:
+        UserError: unwritable cache folder.
+    """
+    from compstack.session import model_file
+
+    model_path = model_file(source, settings.cache_dir)
+    work = Path(tempfile.mkdtemp(prefix="compstack-kernels-"))
+    rows = []
+    try:
+        count = options.latency.input_sets if options.profile else 1
+        sets = input_sets(cir.graph_inputs(source.model), count, options.seed, source.example_inputs or None,
+                          source.val_ranges, {})
+        inputs_path = work / "inputs.npz"
+        save_npz(inputs_path, pack_sets(sets))
+        for name in options.targets:
+            if on_start:
+                on_start(name)
+            job = Job(model_path=str(model_path), fingerprint=source.fingerprint, target=name,
+                      target_ref=_ref_of(name), inputs_path=str(inputs_path), workdir=str(work / name),
+                      options=dict(options.target_options.get(name, {})), cache_dir=str(settings.cache_dir),
+                      latency=vars(options.latency), kind="profile" if options.profile else "kernels",
+                      source=source.spec, source_framework=source.framework)
+            outcome = run_isolated(job, options.limits) if options.isolate else run_inline(job)
+            row = _row(outcome)
+            rows.append(row)
+            if on_done:
+                on_done(row)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return rows

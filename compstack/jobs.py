@@ -197,6 +197,8 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         load_model_origins(model)  # user custom ops the model uses (compstack.ops)
         _attach_source(job, target, model)
         outcome.flags = target.flags()
+        if getattr(target, "native_note", ""):
+            outcome.flags["native_note"] = target.native_note
         if job.kind == "dump":
             from compstack.dumping import run_dump
 
@@ -234,10 +236,26 @@ def _attach_source(job: Job, target: Any, model: Any) -> None:
         return
     if getattr(target.options, "path", "auto") == "translated":
         return
-    from compstack.native import load_native
+    from compstack.native import align_torch_weights, jax_rebuild_differs, load_native
 
     names = [v.name for v in model.graph.inputs if not v.is_initializer()]
-    target.native = load_native(job.source, names)
+    if "torch" in sys.modules and sys.modules["torch"] is None:
+        del sys.modules["torch"]  # prepare_worker's block: the user's file may import torch itself
+    native = load_native(job.source, names)
+    if native is None:
+        return
+    # build() ran again here: make sure the program is the one that was imported.
+    if native.framework == "torch":
+        replaced = align_torch_weights(native, model)
+        if replaced:
+            target.native_note = (f"the rebuilt module's weights differed from the imported model's in {replaced} "
+                                  "tensor(s) (build() is not seeded); they were loaded from the model")
+    elif native.framework == "jax" and target.example_inputs is not None and \
+            jax_rebuild_differs(job.source, native, [target.example_inputs[n] for n in names]):
+        target.native_note = ("build() gives a different JAX program each time (unseeded weights?), so the native "
+                              "program cannot match the imported model: the translated path ran instead")
+        return
+    target.native = native
 
 
 def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Callable[[str], None],

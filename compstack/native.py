@@ -13,7 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NativeProgram", "flatten_outputs", "load_native", "torch_program"]
+import numpy as np
+
+__all__ = ["NativeProgram", "align_torch_weights", "flatten_outputs", "jax_rebuild_differs", "load_native",
+           "torch_program"]
 
 
 @dataclass
@@ -101,3 +104,51 @@ def load_native(spec: str, input_names: list[str]) -> NativeProgram | None:
 
         return native_of(spec, input_names)
     return None
+
+
+def align_torch_weights(native: NativeProgram, model: Any) -> int:
+    """Make a rebuilt torch module compute the imported model: every parameter or buffer
+    whose name and shape match an initializer of the common IR gets the IR's value.
+
+    ``build()`` runs again in the worker, so a module whose weights are drawn without a
+    seed would otherwise differ from the graph that was imported and compared
+    (``torch.onnx`` names initializers after the state-dict keys).
+
+    Returns:
+        The number of tensors whose values differed and were replaced.
+    """
+    import torch
+
+    module = native.fn
+    if not isinstance(module, torch.nn.Module):
+        return 0
+    inits = model.graph.initializers
+    replaced = 0
+    with torch.no_grad():
+        for name, tensor in module.state_dict(keep_vars=True).items():
+            value = inits.get(name)
+            if value is None or value.const_value is None:
+                continue
+            arr = value.const_value.numpy()
+            if tuple(arr.shape) != tuple(tensor.shape):
+                continue
+            src = torch.from_numpy(np.array(arr)).to(dtype=tensor.dtype, device=tensor.device)
+            if not torch.equal(src, tensor.detach()):
+                tensor.data.copy_(src)
+                replaced += 1
+    return replaced
+
+
+def jax_rebuild_differs(spec: str, native: NativeProgram, inputs: list[Any]) -> bool:
+    """Whether building the JAX program again gives different outputs on the same inputs:
+    then ``build()`` draws its weights without a seed, and the worker's program cannot be
+    the one that was imported (a JAX closure's constants cannot be replaced)."""
+    again = load_native(spec, native.input_names)
+    if again is None:
+        return True
+    outs = []
+    for prog in (native, again):
+        args, kwargs = prog.pack(list(inputs))
+        outs.append([np.asarray(x) for x in flatten_outputs(prog.fn(*args, **kwargs), "jax")])
+    return len(outs[0]) != len(outs[1]) or any(
+        a.shape != b.shape or not np.array_equal(a, b, equal_nan=True) for a, b in zip(*outs))

@@ -94,6 +94,8 @@ def print_report(report: Report, console: Console | None = None) -> None:
             notes.insert(0, f"{r.stage}: {r.error}" if r.stage else r.error)
         if r.cached:
             notes.append("artifact from cache (compile s is the original compile)")
+        if r.flags.get("native_note"):
+            notes.append(str(r.flags["native_note"]))
         if r.flags.get("tuned") is False:
             notes.append("untuned: default schedules, no auto-tuning")
         footnotes.extend(f"[bold]{r.target}[/]: {n}" for n in notes)

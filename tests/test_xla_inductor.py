@@ -128,3 +128,70 @@ def test_lower_writes_stages_and_artifacts(isolated_env: Path) -> None:
     assert "graph(" in post
     manifest = json.loads((out / "ind" / "manifest.json").read_text())
     assert manifest["flags"]["path"] == "native"
+
+
+UNSEEDED = '''
+import jax
+import numpy as np
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)  # default init: unseeded, different in every process
+
+    def forward(self, x):
+        return {"a": self.fc(x), "b": x * 2}
+
+
+def torch_unseeded():
+    return Net().eval(), (torch.randn(2, 4),)
+
+
+def jax_unseeded():
+    w = np.random.rand(4, 3).astype(np.float32)
+    return (lambda x: x @ w), (np.ones((2, 4), np.float32),)
+
+
+def jax_identity():
+    return (lambda x: x), (np.ones((3,), np.float32),)
+'''
+
+
+def test_native_paths_run_the_imported_model_even_when_build_is_unseeded(isolated_env: Path) -> None:
+    """build() runs again in the worker: torch weights are reloaded from the IR; a JAX
+    program that differs between builds falls back to the translated path, saying why."""
+    src = isolated_env / "unseeded.py"
+    src.write_text(UNSEEDED)
+    proc = run_cli("compare", f"{src}:torch_unseeded", "--targets", "inductor-cpu", "--json", "--no-latency")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = json.loads(proc.stdout)["results"][0]
+    assert row["status"] == "ok" and row["flags"]["path"] == "native"
+    assert "loaded from the model" in row["flags"]["native_note"]
+    proc = run_cli("compare", f"{src}:jax_unseeded", "--targets", "xla-cpu", "--json", "--no-latency")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = json.loads(proc.stdout)["results"][0]
+    assert row["status"] == "ok" and row["flags"]["path"] == "translated"
+    assert "translated path ran instead" in row["flags"]["native_note"]
+    # a program with no computation: outputs are inputs
+    proc = run_cli("compare", f"{src}:jax_identity", "--targets", "xla-cpu,inductor-cpu", "--json", "--no-latency")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [r["status"] for r in json.loads(proc.stdout)["results"]] == ["ok", "ok"]
+
+
+def test_xla_takes_input_shape_for_dynamic_dims(isolated_env: Path) -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.arange(8, dtype=np.float32).reshape(4, 2), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "dyn",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 2])], [w])
+    import onnx
+
+    path = isolated_env / "dyn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), path)
+    proc = run_cli("compare", str(path), "--input-shape", "x:3x4", "--targets", "xla-cpu,inductor-cpu", "--json",
+                   "--no-latency")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [r["status"] for r in json.loads(proc.stdout)["results"]] == ["ok", "ok"]

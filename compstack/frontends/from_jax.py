@@ -106,7 +106,8 @@ def import_jax(
             an array; ``jax.make_jaxpr`` fails (first line of its error); a primitive
             has no ONNX conversion (all of them listed, with ``file.py:LINE``); a
             primitive is used in a form the converter does not handle (e.g. a general
-            gather); wrong number of ``input_names``/``output_names``; or the ONNX
+            gather); the function returns no array; wrong number of
+            ``input_names``/``output_names``; or the ONNX
             checker / shape inference rejects the result.
     """
     import jax
@@ -120,6 +121,9 @@ def import_jax(
     except Exception as exc:  # tracing runs the user's code: any error is possible
         raise UserError(f"{name}: tracing with jax.make_jaxpr failed: {_first_line(exc)}") from exc
     out_leaves = jax.tree_util.tree_flatten_with_path(out_shape)[0]
+    if not out_leaves:
+        raise UserError(f"{name}: the JAX function returns no array (got {type(out_shape).__name__}); "
+                        "a model needs at least one output")
     outs = _output_names(out_shape, out_leaves, output_names, name, set(spec.names))
 
     spec.arrays = [a.astype(v.aval.dtype, copy=False) for a, v in zip(spec.arrays, closed.jaxpr.invars)]

@@ -127,9 +127,10 @@ class InductorCpuTarget(TwoPathTarget):
         args, kwargs = pack(examples)
         with torch.no_grad():
             optimized(*args, **kwargs)
-        if capture.graph is None:
-            raise RuntimeError("TorchDynamo captured no graph")
-        stages = {"fx": lambda: capture.graph.print_readable(print_output=False)}
+        if capture.graph is None:  # nothing to compile: outputs are inputs or constants
+            stages = {"fx": _NO_GRAPH}
+        else:
+            stages = {"fx": lambda: capture.graph.print_readable(print_output=False)}
         return InductorLowered(self, model, stages, optimized, capture, pack, names, path)
 
 
@@ -180,6 +181,11 @@ def _example_arrays(model: ir.Model, target: InductorCpuTarget) -> list[np.ndarr
     return out
 
 
+#: Stage text when TorchDynamo found no tensor computation to hand to Inductor.
+_NO_GRAPH = "(no graph: the program computes nothing TorchDynamo captures (outputs are inputs or constants); " \
+            "it runs as plain Python)\n"
+
+
 class _Capture:
     """A TorchDynamo backend that records the graph and defers Inductor: the graph runs
     eagerly until :meth:`compile` swaps in Inductor's compiled function."""
@@ -200,7 +206,10 @@ class _Capture:
         return run
 
     def compile(self, record: bool, freezing: bool) -> tuple[list[str], list[str]]:
-        """Run Inductor on the captured graph; returns (post-grad graphs, output code)."""
+        """Run Inductor on the captured graph; returns (post-grad graphs, output code).
+        Without a graph (a program with no tensor computation) there is nothing to do."""
+        if self.graph is None:
+            return [_NO_GRAPH], [_NO_GRAPH]
         import torch
         from torch._inductor import config
         from torch._inductor.compile_fx import compile_fx

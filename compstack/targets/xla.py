@@ -80,20 +80,25 @@ class XlaCpuTarget(TwoPathTarget):
         import jax
 
         path = self.chosen_path()
-        specs = _input_specs(model)
+        specs = _input_specs(model, self.example_inputs)
         if path == "native":
             native = self.native
             args, kwargs = native.pack(specs)
             jitted = jax.jit(native.fn)
             lowered = jitted.lower(*args, **kwargs)
             call = _native_call(native)
-            export_fn, export_args = jitted, (args, kwargs)
+
+            def flat(*xs: Any) -> Any:  # the artifact takes the IR's inputs in order, like the translated one
+                a, k = native.pack(list(xs))
+                return native.fn(*a, **k)
+
+            export_fn, export_args = jax.jit(flat), (tuple(specs), {})
         else:
             from compstack.translate.jax import to_jax
 
             with _x64(True):
                 model = canonical_for_translation(model)
-                specs = _input_specs(model)
+                specs = _input_specs(model, self.example_inputs)
                 prog = to_jax(model)
                 jitted = jax.jit(prog.fn)
                 params = {k: jax.device_put(v, self._device()) for k, v in prog.params.items()}
@@ -152,17 +157,22 @@ def _x64(on: bool) -> Any:
     return jax.enable_x64(True) if on else contextlib.nullcontext()
 
 
-def _input_specs(model: ir.Model) -> list[Any]:
-    """``jax.ShapeDtypeStruct`` per graph input (static shapes only).
+def _input_specs(model: ir.Model, given: dict[str, np.ndarray] | None = None) -> list[Any]:
+    """``jax.ShapeDtypeStruct`` per graph input: the IR's static shape, or the shape of
+    the job's input array (``--input-shape`` fixes dynamic dims there).
 
     Raises:
-        UnsupportedError: a dynamic or unknown input shape.
+        UnsupportedError: a dynamic input shape and no input array to take it from.
     """
     import jax
 
     specs = []
     for v in model.graph.inputs:
         if v.is_initializer():
+            continue
+        if given and v.name in given and v.dtype is not None:
+            arr = np.asarray(given[v.name])
+            specs.append(jax.ShapeDtypeStruct(arr.shape, np.dtype(v.dtype.numpy())))
             continue
         if v.shape is None or v.dtype is None or not all(isinstance(d, int) for d in v.shape):
             raise UnsupportedError(f"xla: input '{v.name}' has no static shape; give --input-shape")

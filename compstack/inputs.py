@@ -196,9 +196,42 @@ def load_npz(path: str | Path) -> dict[str, np.ndarray]:
     try:
         with data:
             # str arrays (dtype <U) stand for ONNX string tensors, which numpy holds as objects
-            return {k: (data[k].astype(object) if data[k].dtype.kind == "U" else data[k]) for k in data.files}
+            return decode_arrays({k: (data[k].astype(object) if data[k].dtype.kind == "U" else data[k])
+                                  for k in data.files})
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise UserError(f"{p}: not a readable .npz file ({str(exc).splitlines()[0]})") from None
+
+
+#: Key suffix of an ``ml_dtypes`` array (bfloat16, float8...) stored as its bits: ``.npz``
+#: files hold no such dtypes (they come back as raw ``V2`` voids).
+_BITS = "@bits:"
+
+
+def encode_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Arrays ready for ``np.savez``: ``ml_dtypes`` arrays as unsigned-int bit views
+    under ``"<name>@bits:<dtype>"`` (see :func:`decode_arrays`)."""
+    out = {}
+    for k, v in arrays.items():
+        v = np.asarray(v)
+        if v.dtype.kind == "V" and v.dtype.names is None and v.dtype.itemsize in (1, 2, 4):
+            out[f"{k}{_BITS}{v.dtype.name}"] = v.view(f"uint{8 * v.dtype.itemsize}")
+        else:
+            out[k] = v
+    return out
+
+
+def decode_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Inverse of :func:`encode_arrays` (``ml_dtypes`` restores the dtype)."""
+    out = {}
+    for k, v in arrays.items():
+        name, sep, dtype = k.partition(_BITS)
+        if sep:
+            import ml_dtypes
+
+            out[name] = v.view(getattr(ml_dtypes, dtype))
+        else:
+            out[k] = v
+    return out
 
 
 def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> Path:
@@ -211,7 +244,7 @@ def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> Path:
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         with open(p, "wb") as f:
-            np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
+            np.savez(f, **encode_arrays(arrays))
     except OSError as exc:
         raise UserError(f"{p}: cannot write: {exc.strerror or exc}") from None
     return p

@@ -266,6 +266,7 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
     from compstack.latency import LatencyConfig, measure
 
     inputs = _load_sets(job.inputs_path)
+    _check_dtypes(target, inputs[0] if inputs else {})
     if job.stages_dir:
         target.record_stages = True
     cacheable = job.cache_dir and target.cacheable and target.native is None
@@ -297,17 +298,30 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
     if not avail.runs:
         raise UnavailableError(f"compiled; cannot run here: {avail.run_reason}")
     outputs = compiled.run(inputs[0])
-    np.savez(job.outputs_path, **outputs)
+    from compstack.inputs import encode_arrays
+
+    np.savez(job.outputs_path, **encode_arrays(outputs))
     if job.latency is not None:
         stage("latency")
         calls = [compiled.prepare(s) for s in inputs]
         outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()
 
 
+def _check_dtypes(target: Any, arrays: dict[str, np.ndarray]) -> None:
+    """An input dtype the target does not take (``Target.supported_dtypes``) makes the
+    row ``unsupported``, naming the input, rather than a crash inside the stack."""
+    for name, arr in arrays.items():
+        dtype = "object" if arr.dtype == object else arr.dtype.name
+        if dtype not in target.supported_dtypes:
+            raise UnsupportedError(f"{target.name}: input '{name}' is {dtype}, which this target does not take")
+
+
 def _load_sets(path: str) -> list[dict[str, np.ndarray]]:
     # compstack wrote this file itself (string inputs are object arrays, hence pickle)
+    from compstack.inputs import decode_arrays
+
     with np.load(path, allow_pickle=True) as data:
-        return unpack_sets({k: data[k] for k in data.files})
+        return unpack_sets(decode_arrays({k: data[k] for k in data.files}))
 
 
 def _from_cache(cache: Any, target: Any, key: str, model: Any, outcome: JobOutcome) -> Any:

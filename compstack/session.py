@@ -236,8 +236,10 @@ def _make_input_sets(source: cir.SourceModel, options: CompareOptions) -> tuple[
 def _load_outputs(job: Job) -> dict[str, np.ndarray] | None:
     if not job.outputs_path.exists():
         return None
+    from compstack.inputs import decode_arrays
+
     with np.load(job.outputs_path, allow_pickle=False) as data:
-        return {k: data[k] for k in data.files}
+        return decode_arrays({k: data[k] for k in data.files})
 
 
 def _run_reference(run: Callable[..., JobOutcome], name: str, opts: Mapping[str, str], report: Report,

@@ -195,3 +195,35 @@ def test_xla_takes_input_shape_for_dynamic_dims(isolated_env: Path) -> None:
                    "--no-latency")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [r["status"] for r in json.loads(proc.stdout)["results"]] == ["ok", "ok"]
+
+
+def test_local_functions_and_bfloat16_inputs(isolated_env: Path) -> None:
+    """Model-local functions are inlined before translation; bfloat16 inputs survive the
+    worker's .npz round trip (xla-cpu takes them) or make the row unsupported, by name."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    fn = helper.make_function("local", "Relu2", ["x"], ["y"], [helper.make_node("Relu", ["x"], ["r"]),
+                                                                helper.make_node("Mul", ["r", "r"], ["y"])],
+                              [helper.make_opsetid("", 20)])
+    graph = helper.make_graph([helper.make_node("Relu2", ["x"], ["y"], domain="local", name="f")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    local = isolated_env / "local.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("local", 1)],
+                                functions=[fn]), local)
+    proc = run_cli("compare", str(local), "--targets", "xla-cpu", "--json", "--no-latency")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["results"][0]["status"] == "ok"
+    assert get("inductor-cpu")().unsupported_ops(cir.load(local)) == []
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3])])
+    bf16 = isolated_env / "bf16.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), bf16)
+    proc = run_cli("compare", str(bf16), "--targets", "xla-cpu,inductor-cpu", "--json", "--no-latency")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {r["target"]: r for r in json.loads(proc.stdout)["results"]}
+    assert rows["xla-cpu"]["status"] == "ok"
+    assert rows["inductor-cpu"]["status"] == "unsupported" and "'x' is bfloat16" in rows["inductor-cpu"]["error"]

@@ -84,7 +84,9 @@ class TwoPathTarget(Target):
         """On the translated path: every op without a converter (all at once)."""
         if self.chosen_path() == "native":
             return []
-        return self.table().missing(model)
+        from compstack import ir as cir
+
+        return self.table().missing(cir.inline_functions(model))
 
     ops_note: ClassVar[str] = "compstack's converters of the translated path (a native source needs none)"
 
@@ -97,10 +99,12 @@ class TwoPathTarget(Target):
 
 
 def canonical_for_translation(model: ir.Model) -> ir.Model:
-    """``model`` with shapes inferred at its own opset (no upgrade), so converters see
-    static shapes even for models that were not canonicalised (conformance cases)."""
+    """``model`` with its local functions inlined and shapes inferred at its own opset (no
+    upgrade), so converters see static shapes even for models that were not
+    canonicalised (conformance cases)."""
     from compstack import ir as cir
 
+    model = cir.inline_functions(model)  # converters are per op: model-local functions are expanded first
     if all(v.shape is not None for node in model.graph for v in node.outputs if v is not None and v.name):
         return model
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))

@@ -58,7 +58,7 @@ class XlaCpuTarget(TwoPathTarget):
     stage_names: ClassVar[tuple[str, ...]] = ("stablehlo", "hlo", "hlo-optimized")
     compiled_stages: ClassVar[tuple[str, ...]] = ("hlo-optimized",)
     stage_suffix: ClassVar[dict[str, str]] = {"stablehlo": ".mlir", "hlo": ".hlo", "hlo-optimized": ".hlo"}
-    supported_dtypes = PLAIN_DTYPES
+    supported_dtypes = PLAIN_DTYPES | {"bfloat16"}
     native_framework: ClassVar[str] = "jax"
     table_module: ClassVar[str] = "compstack.translate.jax"
 

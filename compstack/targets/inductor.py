@@ -181,14 +181,37 @@ def _example_arrays(model: ir.Model, target: InductorCpuTarget) -> list[np.ndarr
     return out
 
 
+def _zeros_like_outputs(gm: Any) -> Any:
+    """Zeros shaped like ``gm``'s outputs (``meta["example_value"]``), or None when an
+    output's shape is not recorded."""
+    import torch
+
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    values = out.args[0] if isinstance(out.args[0], (tuple, list)) else (out.args[0],)
+    result = []
+    for v in values:
+        fake = v.meta.get("example_value") if hasattr(v, "meta") else None
+        if not isinstance(fake, torch.Tensor):
+            return None
+        result.append(torch.zeros(tuple(fake.shape), dtype=fake.dtype, device=fake.device))
+    return type(out.args[0])(result) if isinstance(out.args[0], (tuple, list)) else result[0]
+
+
 #: Stage text when TorchDynamo found no tensor computation to hand to Inductor.
 _NO_GRAPH = "(no graph: the program computes nothing TorchDynamo captures (outputs are inputs or constants); " \
             "it runs as plain Python)\n"
 
 
 class _Capture:
-    """A TorchDynamo backend that records the graph and defers Inductor: the graph runs
-    eagerly until :meth:`compile` swaps in Inductor's compiled function."""
+    """A TorchDynamo backend that records the graph and defers Inductor until
+    :meth:`compile` swaps in Inductor's compiled function.
+
+    The call that triggers the capture (in ``lower``) does not compute: it returns zeros
+    shaped like the graph's outputs (from the fake tensors TorchDynamo traced with), so
+    input values that would fail eagerly (an integer division by zero, an index out of
+    range) fail at ``run``, where they belong, not while capturing. Where the outputs'
+    shapes are unknown, the graph runs eagerly instead.
+    """
 
     def __init__(self) -> None:
         self.graph: Any = None
@@ -201,7 +224,10 @@ class _Capture:
         self.graph, self.example_inputs = gm, list(example_inputs)
 
         def run(*args: Any) -> Any:
-            return (self.compiled or self.graph)(*args)
+            if self.compiled is not None:
+                return self.compiled(*args)
+            placeholder = _zeros_like_outputs(self.graph)
+            return placeholder if placeholder is not None else self.graph(*args)
 
         return run
 

@@ -38,7 +38,7 @@ import onnx_ir as ir
 
 from compstack.errors import UnsupportedError
 
-__all__ = ["Converter", "NodeContext", "OpTable", "interpret", "op_key", "static_initializer"]
+__all__ = ["Converter", "NodeContext", "OpTable", "interpret", "op_key", "slice_bounds", "static_initializer"]
 
 #: ``fn(ctx, *inputs) -> value | tuple``; see the module docstring.
 Converter = Callable[..., Any]
@@ -248,6 +248,18 @@ def _np_dtype(value: ir.Value | None, ctx: NodeContext) -> np.dtype:
     if value is None or value.dtype is None:
         raise ctx.unsupported("a value has no known dtype")
     return np.dtype(value.dtype.numpy())
+
+
+def slice_bounds(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
+    """ONNX ``Slice`` start/end for one axis of size ``dim``, after the spec's rules:
+    negative values count from the end, then are clamped to ``[0, dim]`` for a positive
+    step and to ``[0, dim - 1]`` (start) / ``[-1, dim - 1]`` (end) for a negative one
+    (ONNX operator spec, Slice-13). ``step`` must not be 0."""
+    start = start + dim if start < 0 else start
+    end = end + dim if end < 0 else end
+    if step > 0:
+        return min(max(start, 0), dim), min(max(end, 0), dim)
+    return min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
 
 
 def static_initializer(value: ir.Value) -> bool:

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from compstack.translate import slice_bounds
 from compstack.translate.fx import TABLE
 from compstack.translate.fx._util import (
     as_signed,
@@ -266,13 +267,10 @@ def _slice(ctx, x, starts, ends, axes, steps):
         dim = shape[a]
         if st == 0:
             raise ctx.unsupported("step 0")
-        s = s + dim if s < 0 else s
-        e = e + dim if e < 0 else e
+        s, e = slice_bounds(s, e, st, dim)
         if st > 0:
-            s, e = min(max(s, 0), dim), min(max(e, 0), dim)
             index[a] = slice(s, e, st)
         else:
-            s, e = min(max(s, 0), dim - 1), min(max(e, -1), dim - 1)
             if len(range(s, e, st)) == 0:
                 index[a] = slice(0, 0)
             else:

@@ -12,6 +12,7 @@ import numpy as np
 from jax import lax
 from onnx import helper
 
+from compstack.translate import slice_bounds
 from compstack.translate.jax import TABLE
 from compstack.translate.jax._common import ints, jdtype, norm_axes, norm_axis, shape_of
 
@@ -202,14 +203,8 @@ def _slice(ctx, x, starts, ends, axes, steps):
         dim = shape[a]
         if st == 0:
             raise ctx.unsupported("step 0")
-        s = s + dim if s < 0 else s
-        e = e + dim if e < 0 else e
-        if st > 0:
-            s, e = min(max(s, 0), dim), min(max(e, 0), dim)
-            index[a] = slice(s, e, st)
-        else:
-            s, e = min(max(s, 0), dim - 1), min(max(e, -1), dim - 1)
-            index[a] = slice(s, e if e >= 0 else None, st)
+        s, e = slice_bounds(s, e, st, dim)
+        index[a] = slice(s, e, st) if st > 0 else slice(s, e if e >= 0 else None, st)
     return jnp.asarray(x)[tuple(index)]
 
 

@@ -38,7 +38,8 @@ import onnx_ir as ir
 
 from compstack.errors import UnsupportedError
 
-__all__ = ["Converter", "NodeContext", "OpTable", "interpret", "op_key", "slice_bounds", "static_initializer"]
+__all__ = ["Converter", "NodeContext", "OpTable", "interpret", "op_key", "resize_source_coords", "slice_bounds",
+           "static_initializer"]
 
 #: ``fn(ctx, *inputs) -> value | tuple``; see the module docstring.
 Converter = Callable[..., Any]
@@ -260,6 +261,42 @@ def slice_bounds(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
     if step > 0:
         return min(max(start, 0), dim), min(max(end, 0), dim)
     return min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+
+
+def resize_source_coords(mode: str, out_n: int, in_n: int, scale: float,
+                         roi: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """ONNX Resize, ``coordinate_transformation_mode``: each output index of one axis
+    mapped to its input coordinate (float64, shape ``[out_n]``), and, for
+    ``tf_crop_and_resize``, which outputs fall outside the input (extrapolated).
+
+    Raises:
+        ValueError: an unknown mode.
+    """
+    y = np.arange(out_n, dtype=np.float64)
+    out_w = scale * in_n
+    extrap = None
+    if mode == "align_corners":
+        x = np.zeros(out_n) if out_w == 1 else y * (in_n - 1) / (out_w - 1)
+    elif mode == "asymmetric":
+        x = y / scale
+    elif mode == "tf_crop_and_resize":
+        r0, r1 = roi if roi is not None else (0.0, 1.0)
+        if out_w == 1:
+            x = np.full(out_n, (r1 - r0) * (in_n - 1) / 2)
+        else:
+            x = y * (r1 - r0) * (in_n - 1) / (out_w - 1)
+        x = x + r0 * (in_n - 1)
+        extrap = (x < 0) | (x > in_n - 1)
+    elif mode == "pytorch_half_pixel":
+        x = np.full(out_n, -0.5) if out_w == 1 else (y + 0.5) / scale - 0.5
+    elif mode == "half_pixel":
+        x = (y + 0.5) / scale - 0.5
+    elif mode == "half_pixel_symmetric":
+        adjustment = out_n / out_w
+        x = in_n / 2 * (1 - adjustment) + (y + 0.5) / scale - 0.5
+    else:
+        raise ValueError(mode)
+    return x, extrap
 
 
 def static_initializer(value: ir.Value) -> bool:

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from compstack.translate import resize_source_coords
 from compstack.translate.fx import TABLE
 from compstack.translate.fx._util import (
     as_signed,
@@ -113,36 +114,6 @@ def _coeffs(mode, ratio, scale, antialias, cubic_a, nearest_mode):
     return c / c.sum()
 
 
-def _source_coords(ctm, out_size, in_size, scale, roi):
-    """ONNX Resize ``coordinate_transformation_mode``: the source coordinate of every
-    output index, and (tf_crop_and_resize) which ones fall outside the input."""
-    y = np.arange(out_size, dtype=np.float64)
-    out_width = scale * in_size
-    outside = None
-    if ctm == "align_corners":
-        x = np.zeros(out_size) if out_width == 1 else y * (in_size - 1) / (out_width - 1)
-    elif ctm == "asymmetric":
-        x = y / scale
-    elif ctm == "tf_crop_and_resize":
-        start, end = roi
-        if out_width == 1:
-            x = np.full(out_size, (end - start) * (in_size - 1) / 2)
-        else:
-            x = y * (end - start) * (in_size - 1) / (out_width - 1)
-        x = x + start * (in_size - 1)
-        outside = (x < 0) | (x > in_size - 1)
-    elif ctm == "pytorch_half_pixel":
-        x = np.full(out_size, -0.5) if out_width == 1 else (y + 0.5) / scale - 0.5
-    elif ctm == "half_pixel":
-        x = (y + 0.5) / scale - 0.5
-    elif ctm == "half_pixel_symmetric":
-        adjustment = out_size / out_width
-        x = in_size / 2 * (1 - adjustment) + (y + 0.5) / scale - 0.5
-    else:
-        raise ValueError(ctm)
-    return x, outside
-
-
 def resize_weights(mode, ctm, in_size, out_size, scale, roi=(0.0, 1.0), antialias=False, cubic_a=-0.75,
                    exclude_outside=False, nearest_mode="round_prefer_floor"):
     """The (out_size, in_size) interpolation matrix of one axis (ONNX Resize), and the mask
@@ -152,7 +123,7 @@ def resize_weights(mode, ctm, in_size, out_size, scale, roi=(0.0, 1.0), antialia
     ones), edge-clamped; with ``exclude_outside`` the taps outside the input get weight 0
     and the rest are renormalised.
     """
-    x, outside = _source_coords(ctm, out_size, in_size, scale, roi)
+    x, outside = resize_source_coords(ctm, out_size, in_size, scale, roi)
     weights = np.zeros((out_size, in_size), dtype=np.float64)
     for i in range(out_size):
         xi = float(x[i])

@@ -17,6 +17,7 @@ import numpy as np
 from jax import lax
 from onnx import helper
 
+from compstack.translate import resize_source_coords
 from compstack.translate.jax import TABLE
 from compstack.translate.jax._common import (
     ints,
@@ -208,38 +209,8 @@ def _cubic_fn(a: float, antialias: bool):
     return coeffs
 
 
-def _source_coords(mode: str, out_n: int, in_n: int, scale: float, roi: tuple[float, float] | None):
-    """Spec "coordinate_transformation_mode": output index -> input coordinate (float64),
-    and the outputs to extrapolate (tf_crop_and_resize)."""
-    y = np.arange(out_n, dtype=np.float64)
-    out_w = scale * in_n
-    extrap = None
-    if mode == "align_corners":
-        x = np.zeros(out_n) if out_w == 1 else y * (in_n - 1) / (out_w - 1)
-    elif mode == "asymmetric":
-        x = y / scale
-    elif mode == "tf_crop_and_resize":
-        r0, r1 = roi if roi is not None else (0.0, 1.0)
-        if out_w == 1:
-            x = np.full(out_n, (r1 - r0) * (in_n - 1) / 2)
-        else:
-            x = y * (r1 - r0) * (in_n - 1) / (out_w - 1)
-        x = x + r0 * (in_n - 1)
-        extrap = (x < 0) | (x > in_n - 1)
-    elif mode == "pytorch_half_pixel":
-        x = np.full(out_n, -0.5) if out_w == 1 else (y + 0.5) / scale - 0.5
-    elif mode == "half_pixel":
-        x = (y + 0.5) / scale - 0.5
-    elif mode == "half_pixel_symmetric":
-        adjustment = out_n / out_w
-        x = in_n / 2 * (1 - adjustment) + (y + 0.5) / scale - 0.5
-    else:
-        raise ValueError(mode)
-    return x, extrap
-
-
 def _resize_axis(data, axis, in_n, out_n, scale, roi, get_coeffs, nearest, opts):
-    x_ori, extrap = _source_coords(opts["ctm"], out_n, in_n, scale, roi)
+    x_ori, extrap = resize_source_coords(opts["ctm"], out_n, in_n, scale, roi)
     x_int = np.floor(x_ori)
     ratios = np.where(x_ori == x_int, 1.0, x_ori - x_int)
     coeffs = np.stack([np.asarray(get_coeffs(float(r), scale), np.float64) for r in ratios])

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from compstack.integrity import check_manifest, write_manifest
+
 __all__ = ["ArtifactCache", "CacheEntry", "cache_key", "host_id"]
-
-_META = "meta.json"
-
 
 def host_id() -> str:
     """The host CPU identity (machine + model name + flags hash): artifacts compiled
@@ -48,14 +47,6 @@ def cache_key(fingerprint: str, target: str, options: Mapping[str, Any], version
         sort_keys=True, default=str,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -83,28 +74,10 @@ class ArtifactCache:
             corrupt entry was found and deleted (``why`` says what was wrong).
         """
         folder = self.folder(target, key)
-        meta_path = folder / _META
         if not folder.exists():
             return None, ""
-        problem = ""
-        try:
-            meta = json.loads(meta_path.read_text())
-            if not meta["files"]:
-                problem = "no files recorded"
-            for name, info in meta["files"].items():
-                p = folder / name
-                if not p.is_file():
-                    problem = f"{name} missing"
-                elif p.stat().st_size != info["size"]:
-                    problem = f"{name} truncated ({p.stat().st_size} of {info['size']} bytes)"
-                elif _sha256(p) != info["sha256"]:
-                    problem = f"{name} altered (hash mismatch)"
-                if problem:
-                    break
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            problem = f"unreadable {_META} ({type(exc).__name__})"
-            meta = {}
-        if problem:
+        meta, problem = check_manifest(folder)
+        if meta is None:
             self.evict(target, key)
             return None, f"corrupt cache entry {folder} ({problem}); rebuilt"
         return CacheEntry(folder, meta), ""
@@ -122,16 +95,21 @@ class ArtifactCache:
     def publish(self, staging: Path, target: str, key: str, files: list[Path], meta: Mapping[str, Any]) -> Path:
         """Hash ``files`` (inside ``staging``), write ``meta.json`` and move the folder
         to its final place atomically. If another process published first, keep theirs.
+
+        Raises:
+            OSError: the entry could not be written (disk full, read-only folder); the
+                staging folder is removed first, so no ``.tmp-*`` folder stays behind.
         """
-        record = dict(meta)
-        record["files"] = {
-            str(p.relative_to(staging)): {"size": p.stat().st_size, "sha256": _sha256(p)} for p in files
-        }
-        record["created"] = time.time()
-        (staging / _META).write_text(json.dumps(record, indent=1, sort_keys=True, default=str))
-        final = self.folder(target, key)
         try:
-            os.rename(staging, final)
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
+            write_manifest(staging, files, {**meta, "created": time.time()})
+            final = self.folder(target, key)
+            try:
+                os.rename(staging, final)
+            except OSError:
+                if not final.is_dir():
+                    raise
+                # another process published first: keep theirs
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
         return final

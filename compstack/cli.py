@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import click
 
 from compstack.errors import CompstackError, UserError
+from compstack.procs import run_tempdir
 
 __all__ = ["main", "cli"]
 
@@ -46,6 +47,22 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that every ``finally`` runs (workers are
+    killed, temporary folders removed, the run is marked ``interrupted``)."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _interrupted(exc: BaseException) -> None:
+    """One line and the shell's status for a signal: 130 (SIGINT), 143 (SIGTERM)."""
+    term = isinstance(exc, Terminated) or isinstance(exc.__cause__ or exc.__context__, Terminated)
+    click.echo(f"compstack: {'terminated (SIGTERM)' if term else 'interrupted'}", err=True)
+    sys.exit(143 if term else 130)
+
+
 class _Group(click.Group):
     """Turns :class:`CompstackError` into one line and exit status 2."""
 
@@ -54,8 +71,8 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except CompstackError as exc:
             _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        except KeyboardInterrupt:
-            _fail("interrupted")
+        except KeyboardInterrupt as exc:
+            _interrupted(exc)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -402,7 +419,6 @@ def dump(model: str, target: str, stage_names: tuple[str, ...], all_passes: bool
          out_dir: str | None, target_opts: tuple[str, ...], cache_dir: str | None, timeout: float,
          memory_limit: int | None) -> None:
     """Dump the IR of MODEL on TARGET: one stage to stdout, or every stage (and pass) to -o."""
-    import tempfile
 
     from compstack.config import settings
     from compstack.dumping import dump as run_dump
@@ -420,7 +436,7 @@ def dump(model: str, target: str, stage_names: tuple[str, ...], all_passes: bool
     from compstack.dumping import check_stages
 
     check_stages(name, stage_names)
-    folder = _writable_dir(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="compstack-dump-"))
+    folder = _writable_dir(out_dir) if out_dir else run_tempdir("compstack-dump-")
     cfg = settings(cache_dir=cache_dir)
     source = _load_source(model, cache_dir)
     res = run_dump(source, name, folder, stages=list(stage_names) or None, passes=passes,
@@ -838,13 +854,22 @@ def profile(model: str, target: str | None, targets_spec: str | None, by_node: b
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console entry point. Usage errors are one line too, like every other bad input."""
+    """Console entry point. Usage errors are one line too, like every other bad input.
+
+    Exit status: 0 ok, 1 a row failed (see each command), 2 bad input, 130 interrupted
+    by Ctrl-C, 143 terminated by SIGTERM (128 + the signal number, as shells report).
+    """
+    import signal
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="compstack", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.Abort:
-        _fail("interrupted")
+    except click.Abort as exc:
+        _interrupted(exc)
+    except KeyboardInterrupt as exc:
+        _interrupted(exc)
     except click.UsageError as exc:
         where = f" ({exc.ctx.command_path})" if exc.ctx is not None else ""
         _fail(f"{exc.format_message()}{where}")

@@ -26,10 +26,13 @@ class Settings:
     Attributes:
         cache_dir: where compiled artifacts and exported zoo models are cached.
         db: the SQLite results database.
+        db_busy_timeout_s: seconds a results write waits for another process's lock
+            before the row goes to the journal (``COMPSTACK_DB_BUSY_TIMEOUT``, default 30).
     """
 
     cache_dir: Path
     db: Path
+    db_busy_timeout_s: float = 30.0
 
 
 def settings(cache_dir: str | Path | None = None, db: str | Path | None = None) -> Settings:
@@ -41,4 +44,9 @@ def settings(cache_dir: str | Path | None = None, db: str | Path | None = None) 
         )
     if db is None:
         db = env.get("COMPSTACK_DB") or Path(".compstack") / "results.sqlite"
-    return Settings(Path(cache_dir).expanduser(), Path(db).expanduser())
+    try:
+        busy = float(env.get("COMPSTACK_DB_BUSY_TIMEOUT") or 30.0)
+    except ValueError:
+        busy = 30.0
+    busy = busy if 0 <= busy < 1e6 else 30.0
+    return Settings(Path(cache_dir).expanduser(), Path(db).expanduser(), busy)

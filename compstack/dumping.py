@@ -22,6 +22,7 @@ accepted (:func:`resolve_text`).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -32,8 +33,11 @@ from typing import Any, Callable, Mapping, Sequence
 from compstack import ir as cir
 from compstack import targets as registry
 from compstack.errors import UserError
+from compstack.integrity import check_manifest, write_manifest
 from compstack.jobs import Job, JobOutcome, pack_sets, write_stages
 from compstack.runner import Limits, run_isolated
+from compstack.ops._registry import origins_for
+from compstack.procs import run_tempdir
 
 __all__ = ["DumpResult", "check_stages", "dump", "parse_spec", "resolve_text", "run_dump", "stage_list"]
 
@@ -110,11 +114,21 @@ def run_dump(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Call
         outcome.compile_s = compiled.compile_s
         outcome.stages = write_stages(lowered, folder, outcome.stages, compiled, only=wanted)
     if cached is not None:
-        _store_cached(cached, folder, outcome.stages)
+        note = _store_cached(cached, folder, outcome.stages)
+        if note:
+            outcome.cache_note = note
 
 
 def _copy_cached(cached: Path, folder: Path, wanted: list[str]) -> bool:
-    files = {_stage_of(p): p for p in cached.glob("*-*")} if cached.is_dir() else {}
+    """Copy the wanted stage texts from a verified cache entry (its manifest's sizes and
+    hashes, :func:`compstack.integrity.check_manifest`); a bad entry is deleted."""
+    if not cached.is_dir():
+        return False
+    meta, _ = check_manifest(cached)
+    if meta is None:
+        shutil.rmtree(cached, ignore_errors=True)
+        return False
+    files = {_stage_of(Path(name)): cached / name for name in meta["files"]}
     if not all(s in files for s in wanted):
         return False
     for s in wanted:
@@ -122,13 +136,36 @@ def _copy_cached(cached: Path, folder: Path, wanted: list[str]) -> bool:
     return True
 
 
-def _store_cached(cached: Path, folder: Path, stages: list[str]) -> None:
-    cached.mkdir(parents=True, exist_ok=True)
-    for p in folder.glob("*-*"):
-        if p.is_file() and _stage_of(p) in stages:
-            tmp = cached / f".{p.name}.tmp"
-            shutil.copyfile(p, tmp)
-            tmp.replace(cached / p.name)
+def _store_cached(cached: Path, folder: Path, stages: list[str]) -> str:
+    """Publish the stage texts of ``folder`` (plus the entry's verified older ones) as
+    the cache entry ``cached``: a new folder with a manifest, swapped in by rename.
+
+    Returns:
+        ``""``, or why the entry could not be written (a note; the dump itself is fine).
+    """
+    keep: dict[str, Path] = {}
+    if cached.is_dir():
+        meta, _ = check_manifest(cached)
+        keep = {name: cached / name for name in (meta or {}).get("files", {})}
+    keep.update({p.name: p for p in folder.glob("*-*") if p.is_file() and _stage_of(p) in stages})
+    staging: Path | None = None
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=cached.parent))
+        for name, src in keep.items():
+            shutil.copyfile(src, staging / name)
+        write_manifest(staging, sorted(staging.iterdir()), {"stages": sorted(_stage_of(Path(n)) for n in keep)})
+        old = cached.with_name(f".old-{cached.name}-{os.getpid()}")
+        if cached.exists():
+            os.rename(cached, old)
+        os.rename(staging, cached)
+        shutil.rmtree(old, ignore_errors=True)
+        return ""
+    except OSError as exc:
+        return f"stage texts not cached: {exc.strerror or exc}"
+    finally:
+        if staging is not None and staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _stage_of(path: Path) -> str:
@@ -219,7 +256,7 @@ def dump(source: cir.SourceModel, target: str, folder: Path, *, stages: Sequence
     if passes and passes not in PASS_MODES:
         raise UserError(f"unknown pass mode '{passes}' (valid: {', '.join(PASS_MODES)})")
     folder.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="compstack-dump-"))
+    work = run_tempdir("compstack-dump-")
     try:
         inputs = save_npz(work / "inputs.npz", pack_sets(_example_sets(source)))
         mcache = cache_dir or work
@@ -228,7 +265,8 @@ def dump(source: cir.SourceModel, target: str, folder: Path, *, stages: Sequence
                   inputs_path=str(inputs), workdir=str(work / "job"), options=dict(options or {}),
                   cache_dir=str(cache_dir) if cache_dir else None, stages_dir=str(folder), run=False,
                   kind="dump", only_stages=list(stages) if stages else None, passes=passes,
-                  source=source.spec, source_framework=source.framework)
+                  source=source.spec, source_framework=source.framework,
+                  op_origins=origins_for(source.model))
         outcome = run_isolated(job, limits)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -283,7 +321,7 @@ def resolve_text(spec: str, cache_dir: Path | None, limits: Limits = Limits()) -
     from compstack.sources import resolve_model
 
     source = resolve_model(model_spec, cache_dir=cache_dir)
-    tmp = Path(tempfile.mkdtemp(prefix="compstack-spec-"))
+    tmp = run_tempdir("compstack-spec-")
     try:
         if stage.startswith("pass:"):
             return _pass_text(source, target, stage[5:], tmp, cache_dir, limits), spec

@@ -53,6 +53,10 @@ class Job:
         source: the model spec (``zoo:bert``, ``/abs/file.py:build``) from which a
             worker rebuilds the framework program for a native path; empty for ONNX.
         source_framework: ``torch``/``jax`` when the model came from a framework.
+        op_origins: where the model's user custom ops are declared (``module:NAME`` or
+            ``file:/abs.py``), taken in the parent from what the user loaded (their
+            ``file.py``, ``--load``), never from the model file: a model's metadata
+            cannot make a worker import anything.
     """
 
     model_path: str
@@ -72,6 +76,7 @@ class Job:
     passes: str = ""
     source: str = ""
     source_framework: str = ""
+    op_origins: list[str] = field(default_factory=list)
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
@@ -191,10 +196,12 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         outcome.flags = target.flags()
         import onnx_ir as ir
 
+        _verify_model_file(job)
         model = ir.load(job.model_path)
-        from compstack.ops._registry import load_model_origins
+        if job.op_origins:  # user custom ops the model uses, as the parent named them
+            from compstack.ops._registry import load_origins
 
-        load_model_origins(model)  # user custom ops the model uses (compstack.ops)
+            load_origins(job.op_origins)
         _attach_source(job, target, model)
         outcome.flags = target.flags()
         if getattr(target, "native_note", ""):
@@ -224,6 +231,23 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
     except Exception as exc:  # noqa: BLE001 - a stack's own exception is data here
         outcome.status, outcome.error, outcome.log = "failed", _first_line(exc), traceback.format_exc()
     return outcome
+
+
+def _verify_model_file(job: Job) -> None:
+    """The model file must still be the store entry the parent published
+    (:func:`compstack.session.model_file`: its manifest's sizes and hashes and the
+    job's fingerprint, :func:`compstack.integrity.check_manifest`), or nothing is run.
+
+    Raises:
+        CompstackError: the entry was altered after the parent checked it.
+    """
+    from compstack.integrity import check_manifest
+
+    folder = Path(job.model_path).parent
+    meta, problem = check_manifest(folder)
+    if meta is None or meta.get("fingerprint") != job.fingerprint:
+        raise CompstackError(f"model store entry {folder} failed verification "
+                             f"({problem or 'another fingerprint'}); not run")
 
 
 def _attach_source(job: Job, target: Any, model: Any) -> None:
@@ -287,7 +311,7 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
         if job.stages_dir:
             outcome.stages = write_stages(lowered, Path(job.stages_dir), outcome.stages, compiled)
         if cache is not None:
-            _to_cache(cache, target, key, compiled, job)
+            _to_cache(cache, target, key, compiled, job, outcome)
     if job.artifact_dir:
         outcome.artifacts = [str(p) for p in compiled.save(Path(job.artifact_dir))]
     if getattr(compiled, "run_command", None):
@@ -341,12 +365,24 @@ def _from_cache(cache: Any, target: Any, key: str, model: Any, outcome: JobOutco
     return compiled
 
 
-def _to_cache(cache: Any, target: Any, key: str, compiled: Any, job: Job) -> None:
-    staging = cache.staging(target.name)
-    files = compiled.save(staging)
-    cache.publish(staging, target.name, key, files,
-                  {"target": target.name, "fingerprint": job.fingerprint, "compile_s": compiled.compile_s,
-                   "flags": target.flags()})
+def _to_cache(cache: Any, target: Any, key: str, compiled: Any, job: Job, outcome: JobOutcome) -> None:
+    """Publish the artifact; a store that cannot be written (full disk, read-only
+    folder) is a note on the row, never its status: the compile itself succeeded."""
+    try:
+        staging = cache.staging(target.name)
+    except OSError as exc:
+        outcome.cache_note = f"artifact not cached: {exc.strerror or exc}"
+        return
+    try:
+        files = compiled.save(staging)
+        cache.publish(staging, target.name, key, files,
+                      {"target": target.name, "fingerprint": job.fingerprint, "compile_s": compiled.compile_s,
+                       "flags": target.flags()})
+    except OSError as exc:
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
+        outcome.cache_note = f"artifact not cached: {exc.strerror or exc}"
 
 
 def write_stages(lowered: Any, folder: Path, done: list[str], compiled: Any = None,
@@ -392,7 +428,9 @@ def main(argv: list[str] | None = None) -> int:
         outcome = execute(job, progress)
     except UserError as exc:
         outcome = JobOutcome(target=job.target, status="failed", stage="import", error=str(exc))
-    job.result_path.write_text(outcome_to_json(outcome))
+    from compstack.integrity import atomic_write
+
+    atomic_write(job.result_path, outcome_to_json(outcome))  # a torn result.json is never seen
     return 0
 
 

@@ -10,7 +10,6 @@ The job runs in a worker process like every other job.
 from __future__ import annotations
 
 import json
-import tempfile
 import shutil
 from pathlib import Path
 from typing import Any, Mapping
@@ -22,6 +21,8 @@ from compstack.inputs import input_sets, save_npz
 from compstack.jobs import Job, pack_sets
 from compstack.runner import Limits, run_isolated
 from compstack.session import model_file
+from compstack.ops._registry import origins_for
+from compstack.procs import run_tempdir
 
 __all__ = ["lower_to_folder"]
 
@@ -66,7 +67,7 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
     static = all(i.is_static for i in model_inputs) or source.example_inputs
     sets = input_sets(model_inputs, 1, kw.get("seed", 0), source.example_inputs or None,
                       source.val_ranges) if static else []
-    work = Path(tempfile.mkdtemp(prefix="compstack-lower-"))
+    work = run_tempdir("compstack-lower-")
     try:
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
@@ -74,7 +75,8 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
                   target=target, target_ref=next(e.ref for e in registry.entries() if e.name == target),
                   inputs_path=str(inputs_path), workdir=str(work / "job"), options=dict(options),
                   cache_dir=None, latency=None, artifact_dir=str(out), stages_dir=str(out / "stages"), run=False,
-                  source=source.spec, source_framework=source.framework)
+                  source=source.spec, source_framework=source.framework,
+                  op_origins=origins_for(source.model))
         outcome = run_isolated(job, Limits(timeout_s=kw.get("timeout", 900), memory_mb=kw.get("memory_limit", 0)))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -108,6 +108,8 @@ def print_report(report: Report, console: Console | None = None) -> None:
     console.print(table)
     for note in footnotes:
         console.print("  " + note, highlight=False, soft_wrap=True)
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
 
 
 def print_outputs(report: Report, console: Console | None = None) -> None:

@@ -3,11 +3,20 @@
 One :class:`Result` per (model, target) job. Each row is written to the database the
 moment its job finishes (``ResultsDB.add``), so nothing measured is lost when a later
 job dies. ``Report.to_json()`` is the ``--json`` output (``schema_version`` 1).
+
+A database that cannot be written (another process holds its lock past the busy
+timeout, the disk is full, its pages are corrupt) never loses a row: the row goes to a
+journal beside it (``<db>.journal.jsonl``, one JSON object a line, appended and
+flushed), :attr:`ResultsDB.warning` says so in one line, and the run goes on. The next
+run that opens the database writes the journal's rows into it and removes the journal.
+Each run is recorded in the ``runs`` table (``running``, then ``done``, ``interrupted``
+or ``failed``), so a run killed part-way is visible as such.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 import uuid
@@ -76,6 +85,8 @@ class Report:
     inputs: dict[str, Any] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     started: float = field(default_factory=time.time)
+    #: One-line warnings for the reader (e.g. rows kept in a journal), also in ``--json``.
+    warnings: list[str] = field(default_factory=list)
     #: Outputs by ``<target>::<output>`` (not serialised; for ``compstack run``).
     arrays: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -88,6 +99,7 @@ class Report:
             "reference": self.reference,
             "inputs": self.inputs,
             "results": [r.to_dict() for r in self.results],
+            "warnings": list(self.warnings),
         }
 
 
@@ -113,38 +125,135 @@ CREATE TABLE IF NOT EXISTS results (
     log TEXT
 );
 CREATE INDEX IF NOT EXISTS results_model ON results (fingerprint, target);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    command TEXT,
+    model_name TEXT,
+    started REAL,
+    ended REAL,
+    status TEXT NOT NULL
+);
 """
+
+_COLUMNS = ("run_id", "created", "model_name", "fingerprint", "target", "status", "stage", "error", "compile_s",
+            "latency_median_ms", "latency_json", "outputs_json", "versions_json", "flags_json", "reference",
+            "cached", "log")
+
+#: Seconds a write waits for another process's lock before the row goes to the journal.
+BUSY_TIMEOUT_S = 30.0
 
 
 class ResultsDB:
-    """The SQLite results database (one file; created on first use)."""
+    """The SQLite results database (one file; created on first use).
 
-    def __init__(self, path: str | Path) -> None:
+    Args:
+        path: the database file.
+        busy_timeout_s: how long a write waits on another process's lock (SQLite's
+            busy timeout) before the row is journaled instead.
+
+    Raises:
+        UserError: the database's folder cannot be created.
+    """
+
+    def __init__(self, path: str | Path, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
+        self.journal = self.path.with_name(self.path.name + ".journal.jsonl")
+        self.warning = ""
+        self.conn: sqlite3.Connection | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(str(self.path))
+        except OSError as exc:
+            raise UserError(f"--db {self.path}: cannot open results database: {exc.strerror or exc}") from None
+        try:
+            self.conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s)
             self.conn.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise UserError(f"--db {self.path}: cannot open results database: {exc}") from None
+            self._replay()
+        except sqlite3.Error as exc:
+            self._unwritable(exc)
+
+    def _unwritable(self, exc: BaseException) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except sqlite3.Error:
+                pass
+        self.conn = None
+        if not self.warning:
+            self.warning = (f"results database {self.path} cannot be written ({exc}); "
+                            f"rows are kept in {self.journal}")
+
+    def _write(self, table: str, row: dict[str, Any]) -> None:
+        """Insert (or, for ``runs``, upsert) one row; journal it when SQLite refuses."""
+        if self.conn is not None:
+            try:
+                with self.conn:
+                    self._insert(table, row)
+                return
+            except sqlite3.Error as exc:
+                self._unwritable(exc)
+        try:
+            with open(self.journal, "a") as f:
+                f.write(json.dumps({"table": table, "row": row}, default=str) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            self.warning = (f"results database {self.path} and its journal {self.journal} cannot be written "
+                            f"({exc.strerror or exc}); rows are only in this run's output")
+
+    def _insert(self, table: str, row: dict[str, Any]) -> None:
+        assert self.conn is not None
+        cols = list(row)
+        verb = "INSERT OR REPLACE" if table == "runs" else "INSERT"
+        self.conn.execute(f"{verb} INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                          [row[c] for c in cols])
+
+    def _replay(self) -> None:
+        """Move the rows of an earlier run's journal into the database."""
+        if self.conn is None or not self.journal.is_file():
+            return
+        records = []
+        for line in self.journal.read_text(errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+                if rec["table"] in ("results", "runs") and isinstance(rec["row"], dict):
+                    allowed = _COLUMNS if rec["table"] == "results" else _RUN_COLUMNS
+                    records.append((rec["table"], {k: v for k, v in rec["row"].items() if k in allowed}))
+            except (ValueError, KeyError, TypeError):
+                continue  # a torn last line of a killed run
+        with self.conn:
+            for table, row in records:
+                self._insert(table, row)
+        self.journal.unlink()
 
     def add(self, report: Report, result: Result) -> None:
-        """Write one finished result now (committed immediately)."""
+        """Write one finished result now (committed immediately, else journaled)."""
         lat = result.latency_ms or {}
-        with self.conn:
-            self.conn.execute(
-                "INSERT INTO results (run_id, created, model_name, fingerprint, target, status, stage, "
-                "error, compile_s, latency_median_ms, latency_json, outputs_json, versions_json, flags_json, "
-                "reference, cached, log) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (report.run_id, time.time(), report.model.get("name", ""), report.model.get("fingerprint", ""),
-                 result.target, result.status, result.stage, result.error, result.compile_s, lat.get("median"),
-                 json.dumps(lat), json.dumps(result.outputs), json.dumps(result.versions),
-                 json.dumps(result.flags, default=str), report.reference.get("target", ""),
-                 int(result.cached), result.log[-20000:]),
-            )
+        values = (report.run_id, time.time(), report.model.get("name", ""), report.model.get("fingerprint", ""),
+                  result.target, result.status, result.stage, result.error, result.compile_s, lat.get("median"),
+                  json.dumps(lat), json.dumps(result.outputs), json.dumps(result.versions),
+                  json.dumps(result.flags, default=str), report.reference.get("target", ""),
+                  int(result.cached), result.log[-20000:])
+        self._write("results", dict(zip(_COLUMNS, values)))
+        if self.warning and self.warning not in report.warnings:
+            report.warnings.append(self.warning)
+
+    def run_status(self, report: Report, status: str, command: str = "compare") -> None:
+        """Record the run in the ``runs`` table: ``running`` at the start, then ``done``,
+        ``interrupted`` (Ctrl-C, SIGTERM) or ``failed`` (compstack's own error)."""
+        ended = None if status == "running" else time.time()
+        self._write("runs", {"run_id": report.run_id, "command": command, "model_name": report.model.get("name", ""),
+                             "started": report.started, "ended": ended, "status": status})
+        if self.warning and self.warning not in report.warnings:
+            report.warnings.append(self.warning)
 
     def rows(self, fingerprint: str | None = None) -> list[dict[str, Any]]:
-        """All rows (optionally of one model), oldest first, as dicts."""
+        """All rows (optionally of one model), oldest first, as dicts.
+
+        Raises:
+            UserError: the database cannot be read.
+        """
+        if self.conn is None:
+            raise UserError(self.warning or f"--db {self.path}: cannot read results database")
         cur = self.conn.execute(
             "SELECT * FROM results" + (" WHERE fingerprint = ?" if fingerprint else "") + " ORDER BY id",
             (fingerprint,) if fingerprint else (),
@@ -152,5 +261,17 @@ class ResultsDB:
         cols = [c[0] for c in cur.description]
         return [dict(zip(cols, r)) for r in cur.fetchall()]
 
+    def runs(self) -> list[dict[str, Any]]:
+        """Every recorded run, oldest first."""
+        if self.conn is None:
+            return []
+        cur = self.conn.execute("SELECT run_id, command, model_name, started, ended, status FROM runs ORDER BY started")
+        return [dict(zip(_RUN_COLUMNS, r)) for r in cur.fetchall()]
+
     def close(self) -> None:
-        self.conn.close()
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+_RUN_COLUMNS = ("run_id", "command", "model_name", "started", "ended", "status")

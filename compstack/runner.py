@@ -15,12 +15,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from compstack.jobs import Job, JobOutcome
+from compstack.procs import child_kwargs, python_module_argv
 
 __all__ = ["Limits", "run_isolated", "run_inline", "default_memory_mb"]
 
@@ -110,9 +110,9 @@ def run_isolated(job: Job, limits: Limits = Limits(), poll_s: float = 0.05) -> J
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "compstack.jobs", str(job_file)],
+        proc = subprocess.Popen(python_module_argv("compstack.jobs", str(job_file)),
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env)
+                                env=env, **child_kwargs())
         t0 = time.monotonic()
         killed = ""
         peak = 0
@@ -146,8 +146,12 @@ def run_isolated(job: Job, limits: Limits = Limits(), poll_s: float = 0.05) -> J
                           log=_log_tail(log_path))
     _kill_group(proc)  # leftovers of a finished worker (e.g. a compiler it spawned)
     if job.result_path.exists():
-        data = json.loads(job.result_path.read_text())
-        return JobOutcome(**data)
+        try:
+            return JobOutcome(**json.loads(job.result_path.read_text()))
+        except (OSError, ValueError, TypeError) as exc:  # torn or foreign: the worker did not finish it
+            return JobOutcome(target=job.target, status="crashed", stage=_last_stage(job),
+                              error=f"worker left an unreadable result ({type(exc).__name__}) in stage "
+                                    f"{_last_stage(job)}", log=_log_tail(log_path))
     rc = proc.returncode
     if rc < 0:
         sig = signal.Signals(-rc).name

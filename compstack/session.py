@@ -28,12 +28,15 @@ from compstack import targets as registry
 from compstack.compare import compare_outputs
 from compstack.config import Settings
 from compstack.errors import UserError
+from compstack.integrity import check_manifest, write_manifest
 from compstack.inputs import check_feeds, input_sets, save_npz
 from compstack.jobs import Job, JobOutcome, pack_sets
 from compstack.latency import LatencyConfig
 from compstack.passes.opstats import op_stats
 from compstack.results import Report, Result, ResultsDB
 from compstack.runner import Limits, run_inline, run_isolated
+from compstack.ops._registry import origins_for
+from compstack.procs import run_tempdir
 
 __all__ = ["CompareOptions", "compare", "model_file", "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
 
@@ -78,23 +81,42 @@ class CompareOptions:
 
 
 def model_file(source: cir.SourceModel, cache_dir: Path) -> Path:
-    """The canonical ONNX file of ``source`` under ``<cache_dir>/models/`` (written once)."""
-    fp = source.fingerprint
-    path = cache_dir / "models" / f"{fp}.onnx"
-    if not path.exists():
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            from compstack.ops._registry import stamp_origins
+    """The canonical ONNX file of ``source``: ``<cache_dir>/models/<fingerprint>/model.onnx``.
 
-            stamp_origins(source.model)  # workers import the model's user custom-op declarations
-            cir.save(source.model, tmp)
-            os.replace(tmp, path)
-        except (OSError, UserError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise UserError(f"cache folder {cache_dir}: not writable ({why}); set --cache-dir or "
-                            "COMPSTACK_CACHE_DIR") from None
-    return path
+    The entry is a folder published atomically with a manifest (size and SHA-256 of
+    each file, and the fingerprint, :mod:`compstack.integrity`); an existing entry is
+    verified before it is used, and a bad one (truncated, altered, malformed
+    ``meta.json``, another model's fingerprint) is replaced.
+
+    Raises:
+        UserError: the cache folder cannot be written.
+    """
+    fp = source.fingerprint
+    folder = cache_dir / "models" / fp
+    if folder.exists():
+        meta, _ = check_manifest(folder)
+        if meta is not None and meta.get("fingerprint") == fp:
+            return folder / "model.onnx"
+        shutil.rmtree(folder, ignore_errors=True)
+    staging: Path | None = None
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+        cir.save(source.model, staging / "model.onnx")
+        write_manifest(staging, sorted(staging.iterdir()), {"fingerprint": fp})
+        try:
+            os.rename(staging, folder)
+        except OSError:
+            if check_manifest(folder)[0] is None:  # not a concurrent writer's good entry
+                raise
+    except (OSError, UserError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UserError(f"cache folder {cache_dir}: not writable ({why}); set --cache-dir or "
+                        "COMPSTACK_CACHE_DIR") from None
+    finally:
+        if staging is not None and staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return folder / "model.onnx"
 
 
 def _pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str, str]]:
@@ -143,8 +165,8 @@ def compare(
     if save_inputs is not None:
         save_npz(save_inputs, sets[0])
     stats = op_stats(source.model)
-    db = ResultsDB(settings.db)
-    work = Path(tempfile.mkdtemp(prefix="compstack-run-"))
+    db = ResultsDB(settings.db, settings.db_busy_timeout_s)
+    work = run_tempdir("compstack-run-")
     try:
         model_path = model_file(source, settings.cache_dir if options.cache else work)
     except UserError:
@@ -162,12 +184,14 @@ def compare(
     )
     expected = {v.name: v.dtype.numpy() for v in source.model.graph.outputs if v.dtype is not None}
     saved: dict[str, np.ndarray] = {}
+    db.run_status(report, "running")
+    status = "failed"
     try:
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
         common = dict(model_path=str(model_path), fingerprint=source.fingerprint, inputs_path=str(inputs_path),
                       cache_dir=str(settings.cache_dir) if options.cache else None, source=source.spec,
-                      source_framework=source.framework)
+                      source_framework=source.framework, op_origins=origins_for(source.model))
 
         def run(name: str, opts: Mapping[str, str], latency: bool) -> JobOutcome:
             job = Job(target=name, target_ref=_ref_of(name), workdir=str(work / name), options=dict(opts),
@@ -192,7 +216,12 @@ def compare(
             db.add(report, result)
             if on_result:
                 on_result(result)
+        status = "done"
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the CLI turns it into KeyboardInterrupt)
+        status = "interrupted"
+        raise
     finally:
+        db.run_status(report, status)
         db.close()
         shutil.rmtree(work, ignore_errors=True)
     if save_outputs is not None:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from compstack.errors import ToolError, ToolTimeoutError, UnavailableError, UserError
+from compstack.procs import child_kwargs
 
 __all__ = [
     "ToolSettings",
@@ -262,7 +263,7 @@ def run_tool(
     try:
         proc = subprocess.Popen(args, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-                                start_new_session=True)
+                                **child_kwargs())
     except OSError as exc:
         raise UnavailableError(f"cannot run {args[0]}: {exc.strerror or exc}") from None
     try:

@@ -2,8 +2,11 @@
 
 The wheel no longer ships the node-test data (``onnx/backend/test/data/node``), only
 the generators (``onnx.backend.test.case.node.collect_testcases``). We run them once per
-onnx version and cache the result as a pickle under
-``<cache>/conformance/onnx-<version>/cases.pkl`` (about 1,880 cases for onnx 1.23).
+onnx version and cache the result under ``<cache>/conformance/onnx-<version>/``
+(about 1,880 cases for onnx 1.23) as ``cases.bin``: a JSON index followed by the
+models' and arrays' protobuf bytes (``ModelProto``, ``TensorProto``), with a manifest
+(``meta.json``: size and SHA-256) checked before every read. Nothing is unpickled: a
+crafted or damaged cache file is refused and regenerated, never executed.
 
 Each :class:`Case` holds the model (serialised), the first data set's inputs and
 expected outputs as numpy arrays (TensorProto-encoded ones such as float8/int4 are
@@ -16,9 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
-import pickle
 import re
+import shutil
+import struct
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["Case", "cases_path", "load_cases", "select"]
+__all__ = ["Case", "cases_path", "load_cases", "read_cases", "select"]
 
 
 @dataclass
@@ -88,11 +93,68 @@ def _generate() -> list[Case]:
     return [_convert(tc) for tc in cases if tc.kind == "node"]
 
 
+_MAGIC = b"CSCASES2"
+
+
 def cases_path(cache_dir: Path) -> Path:
-    """The cache file of the installed onnx's cases: ``<cache>/conformance/onnx-<version>/cases.pkl``."""
+    """The cases file of the installed onnx: ``<cache>/conformance/onnx-<version>/cases.bin``."""
     import onnx
 
-    return cache_dir / "conformance" / f"onnx-{onnx.__version__}" / "cases.pkl"
+    return cache_dir / "conformance" / f"onnx-{onnx.__version__}" / "cases.bin"
+
+
+def _encode(cases: Sequence[Case]) -> bytes:
+    """Index + blob (see the module docstring); arrays of non-tensor cases are not kept
+    (the harness reports those cases as ``unsupported`` without reading them)."""
+    from onnx import numpy_helper
+
+    blob = bytearray()
+
+    def put(raw: bytes) -> list[int]:
+        blob.extend(raw)
+        return [len(blob) - len(raw), len(raw)]
+
+    index = []
+    for c in cases:
+        tensor = c.io_kind == "tensor"
+        index.append({
+            "name": c.name, "rtol": c.rtol, "atol": c.atol, "io_kind": c.io_kind, "model": put(c.model),
+            "inputs": [put(numpy_helper.from_array(np.asarray(a)).SerializeToString()) for a in c.inputs] if tensor
+            else [], "outputs": [put(numpy_helper.from_array(np.asarray(a)).SerializeToString()) for a in c.outputs]
+            if tensor else []})
+    head = json.dumps(index).encode()
+    return _MAGIC + struct.pack("<Q", len(head)) + head + bytes(blob)
+
+
+def read_cases(path: Path) -> list[Case]:
+    """Read a cases file written by :func:`load_cases`, after checking it against its
+    manifest (``meta.json`` beside it).
+
+    Raises:
+        ValueError: the file or its manifest is missing, damaged or altered.
+    """
+    from onnx import TensorProto, numpy_helper
+
+    from compstack.integrity import check_manifest
+
+    meta, problem = check_manifest(Path(path).parent)
+    if meta is None:
+        raise ValueError(f"conformance cases {path}: {problem}")
+    raw = Path(path).read_bytes()
+    if raw[:8] != _MAGIC:
+        raise ValueError(f"conformance cases {path}: not a compstack cases file")
+    (n,) = struct.unpack("<Q", raw[8:16])
+    base = 16 + n
+    index = json.loads(raw[16:base])
+
+    def get(span: list[int]) -> bytes:
+        return raw[base + span[0]:base + span[0] + span[1]]
+
+    def arr(span: list[int]) -> Any:
+        return numpy_helper.to_array(TensorProto.FromString(get(span)))
+
+    return [Case(e["name"], get(e["model"]), [arr(x) for x in e["inputs"]], [arr(x) for x in e["outputs"]],
+                 float(e["rtol"]), float(e["atol"]), e["io_kind"]) for e in index]
 
 
 def load_cases(cache_dir: Path) -> list[Case]:
@@ -104,19 +166,27 @@ def load_cases(cache_dir: Path) -> list[Case]:
     Returns:
         The cases, sorted by name.
     """
+    from compstack.integrity import write_manifest
+
     path = cases_path(cache_dir)
-    if path.exists():
+    if path.parent.exists():
         try:
-            with open(path, "rb") as f:
-                return pickle.load(f)  # our own cache file, written below
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
-            path.unlink(missing_ok=True)
+            return read_cases(path)
+        except (OSError, ValueError, KeyError, TypeError, struct.error):
+            shutil.rmtree(path.parent, ignore_errors=True)  # damaged or altered: regenerate
     cases = sorted(_generate(), key=lambda c: c.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        pickle.dump(cases, f, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, path)
+    staging = path.parent.with_name(f".{path.parent.name}.tmp{os.getpid()}")
+    try:
+        staging.mkdir(parents=True, exist_ok=True)
+        (staging / path.name).write_bytes(_encode(cases))
+        write_manifest(staging, [staging / path.name], {"onnx": path.parent.name})
+        try:
+            os.rename(staging, path.parent)
+        except OSError:
+            if not path.parent.is_dir():  # else a concurrent run published first
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return cases
 
 

@@ -17,12 +17,12 @@ import selectors
 import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
+
+from compstack.procs import child_kwargs, python_module_argv, run_tempdir
 
 __all__ = ["WorkerProcess", "run_pool"]
 
@@ -52,9 +52,9 @@ class WorkerProcess:
         """
         log = open(self.log_path, "ab")
         self.eof = False
-        self.proc = subprocess.Popen([sys.executable, "-m", "compstack.conformance.worker", str(self.spec_path)],
+        self.proc = subprocess.Popen(python_module_argv("compstack.conformance.worker", str(self.spec_path)),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                     start_new_session=True)
+                                     **child_kwargs())
         log.close()
         self._buf = b""
         msg = self._read(timeout)
@@ -91,10 +91,15 @@ class WorkerProcess:
         line, _, self._buf = self._buf.partition(b"\n")
         return json.loads(line)
 
-    def run_case(self, name: str, timeout: float, start_timeout: float = 300.0) -> dict[str, Any]:
-        """Run one case; returns its result row (``timeout``/``crashed`` rows included)."""
+    def run_case(self, name: str, timeout: float, start_timeout: float = 120.0) -> dict[str, Any]:
+        """Run one case; returns its result row (``timeout``/``crashed`` rows included,
+        and ``crashed`` when a restarted worker does not start)."""
         if self.proc is None:
-            self.start(start_timeout)
+            try:
+                self.start(start_timeout)
+            except RuntimeError as exc:
+                self.restarts += 1
+                return {"case": name, "stage": "import", "status": "crashed", "error": str(exc), "seconds": 0.0}
         assert self.proc is not None and self.proc.stdin is not None
         t0 = time.perf_counter()
         stage = "import"
@@ -130,8 +135,20 @@ class WorkerProcess:
                 "seconds": round(time.perf_counter() - t0, 4)}
 
 
+#: Seconds a worker may take to import its stack and load the cases before it counts as crashed.
+START_TIMEOUT_S = 120.0
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1].strip()[:300] if lines else ""
+
+
 def run_pool(spec: dict[str, Any], names: Iterable[str], workers: int, timeout: float,
-             on_result: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+             on_result: Callable[[dict[str, Any]], None], start_timeout: float = START_TIMEOUT_S) -> dict[str, Any]:
     """Run ``names`` on ``workers`` worker processes of one target.
 
     Args:
@@ -141,12 +158,16 @@ def run_pool(spec: dict[str, Any], names: Iterable[str], workers: int, timeout: 
         timeout: per-case wall-clock limit, seconds.
         on_result: called with each result row as soon as it is known (thread-safe
             from the caller's side: calls are serialised by a lock).
+        start_timeout: seconds the first worker may take to get ready. A worker that
+            dies or hangs while starting makes every case of this target ``crashed``
+            (stage ``import``, with the last line of its log) and returns
+            ``start_error``; the caller goes on with the next target.
 
     Returns:
         The first worker's ``ready`` message (versions, availability), plus
         ``restarts``: how many workers were restarted after a timeout or crash.
     """
-    work = Path(tempfile.mkdtemp(prefix="compstack-conf-"))
+    work = run_tempdir("compstack-conf-")
     spec_path = work / "spec.json"
     spec_path.write_text(json.dumps(spec))
     todo: queue.Queue[str] = queue.Queue()
@@ -172,7 +193,13 @@ def run_pool(spec: dict[str, Any], names: Iterable[str], workers: int, timeout: 
             w.kill()
 
     try:
-        pool[0].start(300.0)  # fail fast, and learn versions/availability, before fanning out
+        try:
+            pool[0].start(start_timeout)  # fail fast, and learn versions/availability, before fanning out
+        except RuntimeError as exc:  # crashed or hung while starting: this target's cases only
+            why = f"{exc}: {_log_tail(pool[0].log_path)}".rstrip(": ")
+            for n in list(todo.queue):
+                on_result({"case": n, "stage": "import", "status": "crashed", "error": why, "seconds": 0.0})
+            return {"available": True, "versions": {}, "restarts": 0, "start_error": why}
         info = dict(pool[0].ready)
         if not info.get("available", True):
             pool[0].kill()

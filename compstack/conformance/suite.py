@@ -179,7 +179,9 @@ def run_suite(cases: Sequence[Case], cases_file: Path, target_names: Sequence[st
         summary.available = bool(info.get("available", True))
         summary.reason = info.get("reason", "")
         summary.restarts = int(info.get("restarts", 0))
-        if summary.available:
+        if info.get("start_error"):
+            summary.reason = f"worker did not start: {info['start_error']}"
+        elif summary.available:
             _check_xfail(summary, target_rows, xfail_dir, update_xfail)
         target_rows.sort(key=lambda r: r["case"])
         rows.extend(target_rows)

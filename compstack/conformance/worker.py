@@ -194,9 +194,8 @@ def _cached(cache: Any, target: Any, key: str, model: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Worker entry point (see the module docstring)."""
-    import pickle
-
     from compstack.cache import ArtifactCache
+    from compstack.conformance.cases import read_cases
     from compstack.jobs import load_target_class, prepare_worker
 
     spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
@@ -207,8 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     prepare_worker(cls)
     avail = cls.availability()
     target = cls(cls.Options.from_strings(spec["options"]))
-    with open(spec["cases"], "rb") as f:
-        cases = {c.name: c for c in pickle.load(f)}  # compstack's own cache file
+    cases = {c.name: c for c in read_cases(Path(spec["cases"]))}  # verified against its manifest
     cache = ArtifactCache(Path(spec["cache_dir"]) / "artifacts" / "conformance") if spec.get("cache_dir") else None
     proto.write(json.dumps({"ready": True, "versions": dict(avail.versions), "available": avail.ok,
                             "reason": avail.reason}) + "\n")

@@ -6,9 +6,7 @@ that crashes costs its own row only.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from compstack import ir as cir
@@ -18,6 +16,8 @@ from compstack.jobs import Job, JobOutcome, pack_sets
 from compstack.kernels import KernelMap, KernelProfile
 from compstack.latency import LatencyConfig
 from compstack.runner import Limits, run_inline, run_isolated
+from compstack.ops._registry import origins_for
+from compstack.procs import run_tempdir
 
 __all__ = ["KernelsOptions", "TargetKernels", "collect"]
 
@@ -109,7 +109,7 @@ def collect(source: cir.SourceModel, options: KernelsOptions, settings: Settings
     from compstack.session import model_file
 
     model_path = model_file(source, settings.cache_dir)
-    work = Path(tempfile.mkdtemp(prefix="compstack-kernels-"))
+    work = run_tempdir("compstack-kernels-")
     rows = []
     try:
         count = options.latency.input_sets if options.profile else 1
@@ -124,7 +124,8 @@ def collect(source: cir.SourceModel, options: KernelsOptions, settings: Settings
                       target_ref=_ref_of(name), inputs_path=str(inputs_path), workdir=str(work / name),
                       options=dict(options.target_options.get(name, {})), cache_dir=str(settings.cache_dir),
                       latency=vars(options.latency), kind="profile" if options.profile else "kernels",
-                      source=source.spec, source_framework=source.framework)
+                      source=source.spec, source_framework=source.framework,
+                  op_origins=origins_for(source.model))
             outcome = run_isolated(job, options.limits) if options.isolate else run_inline(job)
             row = _row(outcome)
             rows.append(row)

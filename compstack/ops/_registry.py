@@ -21,18 +21,15 @@ from compstack.ops._spec import CustomOp, OpDefinitionError
 
 __all__ = [
     "BUILTIN_MODULES",
-    "ORIGINS_KEY",
     "add_listener",
     "all_ops",
     "domains",
     "get",
-    "load_model_origins",
     "load_origins",
     "lookup",
     "ops_in",
     "origins_for",
     "register",
-    "stamp_origins",
 ]
 
 #: Modules declaring compstack's own ops, imported on first use of the registry.
@@ -214,31 +211,3 @@ def _import_file(path: Path) -> None:
         raise UserError(f"{path}: import failed: {type(exc).__name__}: {exc}") from exc
     finally:
         sys.path.remove(str(resolved.parent))
-
-
-#: Model metadata key listing where the model's user custom ops are declared.
-ORIGINS_KEY = "compstack.op_origins"
-
-
-def stamp_origins(model: ir.Model) -> None:
-    """Record in ``model.metadata_props`` where its user custom ops are declared, so a
-    worker process that loads the model file can register them (:func:`load_model_origins`).
-    Model-level metadata is not part of the fingerprint."""
-    origins = origins_for(model)
-    if origins:
-        model.metadata_props[ORIGINS_KEY] = "\n".join(origins)
-
-
-def load_model_origins(model: ir.Model) -> None:
-    """Import the declarations :func:`stamp_origins` recorded in ``model`` (none: nothing).
-
-    Raises:
-        UserError: a recorded file is missing or fails to import.
-    """
-    recorded = model.metadata_props.get(ORIGINS_KEY, "")
-    if recorded:
-        import sys
-
-        if "torch" in sys.modules and sys.modules["torch"] is None:
-            del sys.modules["torch"]  # a worker's torch block (jobs.prepare_worker): user files may import torch
-        load_origins([line for line in recorded.splitlines() if line])

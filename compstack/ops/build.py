@@ -167,16 +167,31 @@ def _lock(path: Path) -> object:
     return f
 
 
+def _products(lib: KernelLibrary) -> list[Path]:
+    return [lib.cpu, *lib.iree_objects, *(p for p in (lib.xla, lib.cuda) if p is not None)]
+
+
 def _read(folder: Path, key: str) -> KernelLibrary | None:
+    """The built library in ``folder`` when its record (``compstack-build.json``) is
+    readable and every product file has the size and SHA-256 recorded at build time
+    (:func:`compstack.integrity.check_files`); else None (rebuilt)."""
+    from compstack.integrity import check_files
+
     done = folder / "compstack-build.json"
     if not done.is_file():
         return None
-    meta = json.loads(done.read_text())
-    lib = KernelLibrary(folder=folder, cpu=Path(meta["cpu"]), iree_objects=tuple(Path(p) for p in meta["iree"]),
-                        xla=Path(meta["xla"]) if meta["xla"] else None,
-                        cuda=Path(meta["cuda"]) if meta["cuda"] else None, key=key)
-    files = [lib.cpu, *lib.iree_objects, *(p for p in (lib.xla, lib.cuda) if p is not None)]
-    return lib if all(p.is_file() for p in files) else None
+    try:
+        meta = json.loads(done.read_text())
+        lib = KernelLibrary(folder=folder, cpu=Path(meta["cpu"]), iree_objects=tuple(Path(p) for p in meta["iree"]),
+                            xla=Path(meta["xla"]) if meta["xla"] else None,
+                            cuda=Path(meta["cuda"]) if meta["cuda"] else None, key=key)
+        if any(p.parent != folder and folder not in p.parents for p in _products(lib)):
+            return None  # a record pointing outside its own build folder is not ours
+        if check_files(folder, meta["files"]):
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return lib
 
 
 def ensure_built(
@@ -253,9 +268,12 @@ def _build(folder: Path, key: str, extra: Sequence[str], extra_cuda: Sequence[st
                 raise KernelBuildError(f"building custom-op kernels failed (exit {done.returncode}; log {log}):\n"
                                        f"{tail}", log)
     lib = _collect(folder, key, inc, cuda)
+    from compstack.integrity import atomic_write, file_record
+
     meta = {"cpu": str(lib.cpu), "iree": [str(p) for p in lib.iree_objects], "xla": str(lib.xla or ""),
-            "cuda": str(lib.cuda or ""), "cmake": cmake, "cxx": cxx}
-    (folder / "compstack-build.json").write_text(json.dumps(meta, indent=1))
+            "cuda": str(lib.cuda or ""), "cmake": cmake, "cxx": cxx,
+            "files": {str(p.relative_to(folder)): file_record(p) for p in _products(lib)}}
+    atomic_write(folder / "compstack-build.json", json.dumps(meta, indent=1))
     return lib
 
 

@@ -226,8 +226,10 @@ def run_target(name: str, op: CustomOp, attrs: Mapping[str, Any], seed: int = 0)
 
 
 def _subprocess(name: str, op: CustomOp, attrs: Mapping[str, Any], seed: int, timeout: float) -> list[CaseResult]:
-    cmd = [sys.executable, "-m", "compstack.ops.testing", name, op.qualname, "--seed", str(seed),
-           "--attrs", json.dumps(dict(attrs))]
+    from compstack.procs import child_kwargs, python_module_argv
+
+    cmd = python_module_argv("compstack.ops.testing", name, op.qualname, "--seed", str(seed),
+                             "--attrs", json.dumps(dict(attrs)))
     if op.origin and not op.origin.startswith("module:compstack.ops."):
         cmd += ["--origin", op.origin]
     cases = [(d, s) for d in op.dtype_cases() for s in _cases(op)]
@@ -236,7 +238,7 @@ def _subprocess(name: str, op: CustomOp, attrs: Mapping[str, Any], seed: int, ti
         return [CaseResult(name, list(d), [list(x) for x in s], status, error=error) for d, s in cases]
 
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, **child_kwargs())
     except subprocess.TimeoutExpired:
         return all_cells("error", f"timed out after {timeout:g} s")
     if done.returncode != 0:

@@ -8,7 +8,9 @@ onnxscript and onnx-ir (plus per-model extras: jax and jaxlib for the JAX models
 ``ZOO_VERSION``, and the source of the builder module, the frontend (from_torch or
 from_jax) and :mod:`compstack.ir`; so an upgrade or an edit starts a new entry instead
 of reusing a stale one. Entries are written to a temporary folder and renamed into
-place, so a reader never sees half an entry.
+place, so a reader never sees half an entry; ``meta.json`` is a manifest
+(:mod:`compstack.integrity`) whose sizes and hashes, and whose fingerprint of the
+model, are checked on every read: a truncated, altered or malformed entry is rebuilt.
 """
 
 from __future__ import annotations
@@ -39,9 +41,11 @@ _MODEL, _INPUTS, _META = "model.onnx", "inputs.npz", "meta.json"
 
 
 def default_root() -> Path:
-    """``$COMPSTACK_CACHE_DIR`` if set, else ``~/.cache/compstack``."""
-    env = os.environ.get("COMPSTACK_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "compstack"
+    """The cache root of :func:`compstack.config.settings`: ``$COMPSTACK_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/compstack``, else ``~/.cache/compstack``."""
+    from compstack.config import settings
+
+    return settings().cache_dir
 
 
 def versions(extra: Sequence[str] = ()) -> dict[str, str]:
@@ -87,13 +91,19 @@ def read(entry: Path, display_name: str) -> cir.SourceModel | None:
 
     The returned model has ``origin="zoo"`` and ``native=None``.
     """
-    if not (entry / _META).is_file():
+    from compstack.integrity import check_manifest
+
+    meta, problem = check_manifest(entry)
+    if meta is None:
+        _log.warning("ignoring zoo cache entry %s (%s); rebuilt", entry, problem)
         return None
     try:
-        meta = json.loads((entry / _META).read_text())
         model = cir.load(entry / _MODEL)
         with np.load(entry / _INPUTS, allow_pickle=False) as npz:
             arrays = {k: npz[f"arr_{i}"] for i, k in enumerate(meta["inputs"])}
+        if cir.fingerprint(model) != meta["fingerprint"]:
+            raise ValueError("the model's fingerprint is not the recorded one")
+        ranges = {k: (float(v[0]), float(v[1])) for k, v in meta.get("val_ranges", {}).items()}
     except Exception as exc:  # noqa: BLE001 - a damaged entry is rebuilt, never fatal
         _log.warning("ignoring damaged zoo cache entry %s: %s", entry, exc)
         return None
@@ -101,7 +111,6 @@ def read(entry: Path, display_name: str) -> cir.SourceModel | None:
     if sorted(order) != sorted(arrays):
         _log.warning("ignoring zoo cache entry %s: inputs do not match the model", entry)
         return None
-    ranges = {k: (v[0], v[1]) for k, v in meta.get("val_ranges", {}).items()}
     return cir.SourceModel(name=display_name, model=model,
                            example_inputs={k: arrays[k] for k in order},
                            val_ranges=ranges, origin="zoo", native=None)
@@ -142,7 +151,9 @@ def write(entry: Path, source: cir.SourceModel, extra: Sequence[str] = (),
             "val_ranges": {k: list(v) for k, v in source.val_ranges.items()},
             "versions": versions(extra),
         }
-        (tmp / _META).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        from compstack.integrity import write_manifest
+
+        write_manifest(tmp, [tmp / _MODEL, tmp / _INPUTS], meta)  # sizes and hashes, checked by read()
         if entry.exists():
             if not replace:  # a concurrent writer got there first
                 return False

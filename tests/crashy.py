@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -29,6 +31,9 @@ class _CrashCompiled(_OrtCompiled):
                 blocks.append(np.ones(8 * 2**20, dtype=np.float64))
         elif mode == "raise":
             raise RuntimeError("injected stack failure\nwith a second line")
+        elif mode == "torn":  # a worker dying half-way through writing its result
+            Path(sys.argv[-1]).with_name("result.json").write_text('{"target": "crash-torn", "sta')
+            os._exit(0)
         return super().run_impl(inputs)
 
 
@@ -69,3 +74,27 @@ class HogTarget(_Base):
 
 class RaiseTarget(_Base):
     name, mode = "crash-raise", "raise"
+
+
+class TornTarget(_Base):
+    name, mode = "crash-torn", "torn"
+
+
+class StartCrashTarget(_Base):
+    """Dies while a (conformance) worker starts: before it can say it is ready."""
+
+    name = "crash-start"
+
+    @classmethod
+    def availability(cls):  # noqa: ANN206
+        os.abort()
+
+
+class StartHangTarget(_Base):
+    """Hangs while a worker starts."""
+
+    name = "crash-start-hang"
+
+    @classmethod
+    def availability(cls):  # noqa: ANN206
+        time.sleep(3600)

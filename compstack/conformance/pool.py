@@ -33,9 +33,12 @@ class WorkerProcess:
     Args:
         spec_path: the worker's JSON spec (target ref, options, cases file, cache dir).
         log_path: where the worker's stderr goes.
+        module: the worker program (``python -P -m MODULE SPEC``); it speaks the same
+            line protocol (``ready``, then ``progress``/``result`` per request line).
     """
 
-    def __init__(self, spec_path: Path, log_path: Path) -> None:
+    def __init__(self, spec_path: Path, log_path: Path, module: str = "compstack.conformance.worker") -> None:
+        self.module = module
         self.spec_path = spec_path
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
@@ -52,7 +55,7 @@ class WorkerProcess:
         """
         log = open(self.log_path, "ab")
         self.eof = False
-        self.proc = subprocess.Popen(python_module_argv("compstack.conformance.worker", str(self.spec_path)),
+        self.proc = subprocess.Popen(python_module_argv(self.module, str(self.spec_path)),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                      **child_kwargs())
         log.close()

@@ -126,8 +126,11 @@ def run_case(case: Case, target: Any, cache: Any, versions: dict[str, str],
                 _record_failure(cache, target, key, stage, exc)
                 raise
             if cache is not None:
-                staging = cache.staging(target.name)
-                cache.publish(staging, target.name, key, compiled.save(staging), {"case": case.name})
+                try:
+                    staging = cache.staging(target.name)
+                    cache.publish(staging, target.name, key, compiled.save(staging), {"case": case.name})
+                except OSError:
+                    pass  # a store that cannot be written (full disk) costs the cache, not the case
         stage = "run"
         progress(stage)
         outs = compiled.run(dict(zip(names, case.inputs)))

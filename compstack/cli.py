@@ -853,6 +853,94 @@ def profile(model: str, target: str | None, targets_spec: str | None, by_node: b
                              kw))
 
 
+def _explain_options(f: Any) -> Any:
+    opts = [
+        click.option("--targets", "targets_spec", help="Comma-separated targets or aliases to explain."),
+        click.option("--keep", help="The property to keep, e.g. 'xla-cpu!=ref,ort-cpu==ref' "
+                                    "[default: the first wrong target !=ref]."),
+        click.option("--time-budget", help="Stop reducing after this long (90s, 10m, 1h) [default: no limit]."),
+        click.option("--timeout", type=_Finite(1, 86400), default=300, show_default=True,
+                     help="Wall-clock limit of one compile-and-run of a piece, seconds."),
+        click.option("--rtol", type=_Finite(0, 1e6), help="Relative tolerance of the verdict [1e-3]."),
+        click.option("--atol", type=_Finite(0, 1e30), help="Absolute tolerance of the verdict [1e-5]."),
+        click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON on stdout, nothing else."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _explain_run(model: str | None, kw: dict[str, Any], steps: str, reduced_out: str | None = None) -> int:
+    from compstack import targets as registry
+    from compstack.explain.commands import explain_command, parse_duration
+
+    if not model:
+        raise UserError("missing MODEL (zoo:NAME, file.onnx or file.py:function)")
+    if not kw.get("targets_spec"):
+        raise UserError("--targets is required: the target(s) whose disagreement to explain")
+    targets = registry.resolve(kw["targets_spec"])
+    parse_duration(kw.get("time_budget"))  # bad input before any work
+    if kw.get("keep"):
+        from compstack.explain.keep import parse_keep
+
+        parse_keep(kw["keep"], targets)
+    topts = _parse_target_options(kw["target_opts"])
+    _validate_target_options(topts)
+    kw["target_options"] = topts
+    if kw.get("out_dir"):
+        _probe_dir(Path(kw["out_dir"]), f"-o {kw['out_dir']}: folder not writable")
+    if reduced_out:
+        _check_writable_file(reduced_out, "-o")
+    return explain_command(lambda: _load_source(model, kw["cache_dir"]), targets, kw, steps, reduced_out)
+
+
+@cli.command(short_help="Why a target disagrees: verdict, first divergent node, reduced model, whose fault, bundle.")
+@click.argument("model", required=False)
+@_explain_options
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False),
+              help="Write an upstream-ready bundle (reduced model, test data, repro_<target>.py, ISSUE.md) here.")
+@click.option("--replay", "replay_dir", type=click.Path(file_okay=False),
+              help="Rerun a bundle written by -o: does the discrepancy still reproduce?")
+@_common_model_options
+def explain(model: str | None, replay_dir: str | None, **kw: Any) -> None:
+    """Explain why the targets disagree with the float64 reference (or each other) on MODEL:
+    verdict with the float32 noise floor, the first divergent node (bisecting graph
+    prefixes), a delta-debugged reduced model, the culprit (compstack's translation, the
+    stack's optimiser, or the stack), and with -o a bundle to attach to an upstream issue.
+
+    Exit status: 0 explained (or nothing differs; with --replay: still reproduces), 1 the
+    --keep property does not hold (with --replay: no longer reproduces), 2 bad input.
+    """
+    if replay_dir:
+        from compstack.explain.commands import replay_command
+
+        if model:
+            raise UserError("--replay takes the bundle folder only, not MODEL")
+        sys.exit(replay_command(replay_dir, kw["as_json"], kw["timeout"]))
+    sys.exit(_explain_run(model, kw, "all"))
+
+
+@cli.command(short_help="Delta-debug MODEL down to the nodes that keep a target's disagreement.")
+@click.argument("model", required=False)
+@_explain_options
+@click.option("-o", "--out", "reduced_out", type=click.Path(dir_okay=False), help="Write the reduced model here.")
+@_common_model_options
+def reduce(model: str | None, reduced_out: str | None, **kw: Any) -> None:
+    """Reduce MODEL (ddmin over nodes, cut tensors fed with the reference's values) while
+    the --keep property holds; prints nodes before -> after, compiles and time."""
+    sys.exit(_explain_run(model, kw, "reduce", reduced_out))
+
+
+@cli.command(short_help="The first node where a target diverges from the reference (bisecting graph prefixes).")
+@click.argument("model", required=False)
+@_explain_options
+@_common_model_options
+def bisect(model: str | None, **kw: Any) -> None:
+    """Binary-search graph prefixes of MODEL (each compiled with its frontier as outputs)
+    for the first divergent node, then run that node alone on the reference's inputs."""
+    sys.exit(_explain_run(model, kw, "bisect"))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point. Usage errors are one line too, like every other bad input.
 

@@ -196,6 +196,11 @@ class Target:
     #: Whether compiled artifacts go to compstack's artifact cache (False for stacks
     #: with their own compile cache and no reloadable artifact, e.g. Inductor).
     cacheable: ClassVar[bool] = True
+    #: How to run this stack with its optimiser switched off, for ``compstack explain``'s
+    #: attribution (stack vs its optimiser): ``{"options": {...}, "env": {...}}`` —
+    #: target options (``--option`` strings) and worker environment variables. Empty:
+    #: the stack has no such switch.
+    optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {}
 
     def __init__(self, options: TargetOptions | None = None) -> None:
         #: The source's framework program (:class:`compstack.native.NativeProgram`), set

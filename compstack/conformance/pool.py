@@ -35,10 +35,13 @@ class WorkerProcess:
         log_path: where the worker's stderr goes.
         module: the worker program (``python -P -m MODULE SPEC``); it speaks the same
             line protocol (``ready``, then ``progress``/``result`` per request line).
+        env: variables added to the worker's environment (e.g. ``XLA_FLAGS``).
     """
 
-    def __init__(self, spec_path: Path, log_path: Path, module: str = "compstack.conformance.worker") -> None:
+    def __init__(self, spec_path: Path, log_path: Path, module: str = "compstack.conformance.worker",
+                 env: dict[str, str] | None = None) -> None:
         self.module = module
+        self.env = env
         self.spec_path = spec_path
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
@@ -57,7 +60,7 @@ class WorkerProcess:
         self.eof = False
         self.proc = subprocess.Popen(python_module_argv(self.module, str(self.spec_path)),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                     **child_kwargs())
+                                     env={**os.environ, **self.env} if self.env else None, **child_kwargs())
         log.close()
         self._buf = b""
         msg = self._read(timeout)

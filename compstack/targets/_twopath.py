@@ -88,6 +88,24 @@ class TwoPathTarget(Target):
 
         return self.table().missing(cir.inline_functions(model))
 
+    def run_eager(self, model: ir.Model, feeds: dict[str, Any]) -> dict[str, Any]:
+        """Run compstack's translated program of ``model`` without the compiler (JAX with
+        ``jax.disable_jit()``, the FX ``GraphModule`` called directly): what the program
+        means before the stack optimises it. ``compstack explain`` uses it to tell a
+        translation bug (ours) from a compiler bug (the stack's).
+
+        Args:
+            model: the common IR.
+            feeds: graph input name -> numpy array.
+
+        Returns:
+            Output name -> numpy array.
+
+        Raises:
+            UnsupportedError: the stack has no eager runner, or an op has no converter.
+        """
+        raise UnsupportedError(f"{self.name}: no eager run of the translated program")
+
     ops_note: ClassVar[str] = "compstack's converters of the translated path (a native source needs none)"
 
     @classmethod

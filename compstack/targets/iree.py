@@ -32,7 +32,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -133,6 +133,8 @@ class IreeLlvmCpuTarget(Target):
     #: File suffix of each stage's text when written to disk.
     stage_suffix: ClassVar[dict[str, str]] = {s: ".mlir" for s in ("torch-onnx", "input", *_LAZY_PHASES)}
     stage_names = ("torch-onnx", "input", *_LAZY_PHASES)
+    #: ``iree-compile --iree-opt-level=O0`` (the whole flow's optimisation level).
+    optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"extra_flags": "--iree-opt-level=O0"}}
 
     options: IreeOptions
 

@@ -13,7 +13,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 import onnx
@@ -76,6 +76,8 @@ class OrtCpuTarget(Target):
     Options = OrtOptions
     stage_names = ("onnx", "optimized")
     compiled_stages = ("optimized",)
+    #: ``GraphOptimizationLevel.ORT_DISABLE_ALL``.
+    optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"opt_level": "disable"}}
     #: ORT's numpy binding takes strings but rejects ml_dtypes arrays (bfloat16, float8, int4).
     supported_dtypes = PLAIN_DTYPES | {"object"}
 

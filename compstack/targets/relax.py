@@ -33,7 +33,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 import onnx_ir as ir
@@ -111,6 +111,8 @@ class TvmLlvmTarget(Target):
         "relax": ".py", "relax-fused": ".py", "relax-final": ".py", "tir": ".py", "tir-lowered": ".py",
         "llvm": ".ll", "asm": ".s"}
     stage_names = ("relax", "relax-fused", "relax-final", "tir", "tir-lowered", "llvm", "asm")
+    #: ``PassContext(opt_level=0)``.
+    optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"opt_level": "0"}}
     compiled_stages = ("relax-final", "tir", "tir-lowered", "llvm", "asm")
 
     options: TvmOptions

@@ -26,7 +26,7 @@ from __future__ import annotations
 import importlib.metadata
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 import onnx_ir as ir
@@ -52,6 +52,9 @@ class XlaCpuTarget(TwoPathTarget):
     name: ClassVar[str] = "xla-cpu"
     stack: ClassVar[str] = "xla"
     device: ClassVar[str] = "cpu"
+    #: ``XLA_FLAGS=--xla_backend_optimization_level=0`` (XLA's documented debug flag).
+    optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {
+        "env": {"XLA_FLAGS": "--xla_backend_optimization_level=0"}}
     jax_platform: ClassVar[str] = "cpu"
     description: ClassVar[str] = "XLA via JAX (jax.jit); native for JAX sources, translated otherwise"
     Options = XlaOptions
@@ -114,6 +117,22 @@ class XlaCpuTarget(TwoPathTarget):
             "hlo": lambda: lowered.as_text(dialect="hlo"),
         }
         return XlaLowered(self, model, stages, lowered, call, export_fn, export_args, path)
+
+    def run_eager(self, model: ir.Model, feeds: dict[str, Any]) -> dict[str, Any]:
+        """The translated JAX program run op by op (``jax.disable_jit()``), in the same
+        x64 context as the compiled path."""
+        import jax
+
+        from compstack.translate.jax import to_jax
+
+        with _x64(True), jax.disable_jit():
+            model = canonical_for_translation(model)
+            prog = to_jax(model)
+            # device arrays, not numpy: numpy operands would be folded by onnx.reference
+            # (compstack.translate.interpret), and the converters would never run
+            params = {k: jax.device_put(v, self._device()) for k, v in prog.params.items()}
+            got = prog.fn(params, *[jax.device_put(feeds[n], self._device()) for n in prog.input_names])
+        return {n: np.asarray(v) for n, v in zip(prog.output_names, got)}
 
     def _device(self) -> Any:
         import jax

@@ -1,0 +1,244 @@
+"""``compstack explain``: from "these stacks differ" to which node, whose fault, and a bug report.
+
+Steps, each usable alone (``compstack bisect``, ``compstack reduce``):
+
+1. **verdict** (:mod:`.verdict`): each output of each target against the float64
+   reference *and* the float32 noise floor, so an ill-conditioned model is not called a
+   stack bug;
+2. **bisect** (:mod:`.core`): the first divergent node by binary search over graph
+   prefixes, ⌈log₂ n⌉ + 2 compiles, never marking every tensor an output; then the node
+   alone on reference inputs (op bug vs interaction);
+3. **reduce** (:mod:`.core`): ddmin over nodes keeping the property (``--keep``), cut
+   producers fed with the reference's values;
+4. **attribute** (:mod:`.attribute`): compstack's translation vs the stack's optimiser
+   vs the rest of the stack, by re-running the reduced model eagerly and with the
+   optimiser off;
+5. **bundle** (:mod:`.bundle`): reduced model in the ONNX backend-test layout, every
+   target's outputs and stages, standalone ``repro_<target>.py`` per stack, ISSUE.md.
+
+Pieces run in long-lived workers per target (:mod:`.evaluate`), so dozens of small
+compiles cost one stack import each.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import onnx
+
+__all__ = ["explain", "replay", "undefined_behaviour"]
+
+
+def undefined_behaviour(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> list[str]:
+    """Nodes whose inputs trigger behaviour the ONNX spec leaves undefined.
+
+    Checked (ONNX Operators.md): integer ``Div``/``Mod`` by zero; ``Cast`` of NaN,
+    Inf or out-of-range floats to an integer type; ``Clip`` with a NaN bound.
+
+    Returns:
+        One line per offending node (empty: none).
+    """
+    out = []
+    for node in proto.graph.node:
+        ins = [values.get(i) for i in node.input]
+        label = node.name or node.op_type
+        if node.op_type in ("Div", "Mod") and len(ins) == 2 and ins[1] is not None \
+                and np.asarray(ins[1]).dtype.kind in "iu" and np.any(np.asarray(ins[1]) == 0):
+            out.append(f"{label}: integer {node.op_type} by zero")
+        elif node.op_type == "Cast" and ins and ins[0] is not None and np.asarray(ins[0]).dtype.kind == "f":
+            to = next((a.i for a in node.attribute if a.name == "to"), 0)
+            dt = onnx.helper.tensor_dtype_to_np_dtype(to) if to else None
+            if dt is not None and np.dtype(dt).kind in "iu":
+                x = np.asarray(ins[0], dtype=np.float64)
+                info = np.iinfo(dt)
+                if np.any(~np.isfinite(x)) or np.any(x < info.min) or np.any(x > info.max):
+                    out.append(f"{label}: Cast of NaN/Inf or out-of-range values to {np.dtype(dt).name}")
+        elif node.op_type == "Clip" and any(v is not None and np.asarray(v).dtype.kind == "f"
+                                             and np.any(np.isnan(np.asarray(v))) for v in ins[1:]):
+            out.append(f"{label}: Clip with a NaN bound")
+    return out
+
+
+def _jsonable(x: Any) -> Any:
+    if hasattr(x, "to_dict"):
+        return x.to_dict()
+    if hasattr(x, "__dataclass_fields__"):
+        return {k: _jsonable(v) for k, v in asdict(x).items()}
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Sequence[str], *,
+            keep: str | None = None, target_options: Mapping[str, Mapping[str, str]] | None = None,
+            time_budget_s: float = math.inf, out_dir: Path | None = None, steps: str = "all",
+            model_name: str = "model", timeout_s: float = 300.0, op_origins: Sequence[str] = (),
+            rtol: float = 1e-3, atol: float = 1e-5,
+            on_progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Explain why ``targets`` disagree with the reference (or each other) on a model.
+
+    Args:
+        proto: the model.
+        feeds: its inputs by name.
+        targets: target names (``--targets``).
+        keep: the property (``--keep``); default: the first target that is wrong on the
+            whole model differs from the reference.
+        target_options: ``--option`` values per target.
+        time_budget_s: wall-clock budget; reduction stops when it is spent.
+        out_dir: write the bundle here.
+        steps: ``all``, ``bisect`` (localise only) or ``reduce`` (reduce only).
+        model_name: for the report.
+        timeout_s: limit per compile-and-run.
+        op_origins: user custom-op declarations the workers import.
+        rtol, atol: verdict tolerance.
+        on_progress: called with one line per step.
+
+    Returns:
+        The explanation as JSON-able data: ``verdicts`` (whole model), ``target``,
+        ``keep``, ``undefined``, ``bisect``, ``reduce``, ``attribution``, ``bundle``,
+        ``compiles``, ``seconds``.
+
+    Raises:
+        UserError: a bad ``--keep``, an unknown target, or a model the reference
+            evaluator cannot run.
+    """
+    from compstack.errors import UserError
+    from compstack.explain.attribute import attribute
+    from compstack.explain.bundle import write_bundle
+    from compstack.explain.core import Explainer
+    from compstack.explain.evaluate import Evaluator
+    from compstack.explain.graph import reference_values
+    from compstack.explain.keep import Clause, parse_keep
+
+    say = on_progress or (lambda s: None)
+    t0 = time.monotonic()
+    targets = list(dict.fromkeys(targets))
+    clauses = parse_keep(keep, targets) if keep else [Clause(t, "!=", "ref") for t in targets]
+    try:
+        ref = reference_values(proto, feeds)
+    except Exception as exc:  # noqa: BLE001 - the oracle cannot run the model: nothing to judge against
+        raise UserError(f"{model_name}: the ONNX reference evaluator cannot run this model "
+                        f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+    report: dict[str, Any] = {"model": model_name, "nodes": len(proto.graph.node), "targets": targets,
+                              "undefined": undefined_behaviour(proto, ref.f64)}
+    with Evaluator(timeout_s, list(op_origins)) as ev:
+        ex = Explainer(proto, feeds, clauses, ev, {k: dict(v) for k, v in (target_options or {}).items()},
+                       rtol, atol, t0 + time_budget_s, ref)
+        say(f"checking {', '.join(targets)} on the whole model ({len(proto.graph.node)} nodes)")
+        whole = ex.whole()
+        report["verdicts"] = {t: {o: v.to_dict() for o, v in vs.items()} for t, vs in whole.verdicts.items()}
+        report["status"] = {t: {"status": r.status, "stage": r.stage, "error": r.error}
+                            for t, r in whole.results.items()}
+        if not keep:  # the default property: the first target that is wrong
+            bad = [c for c in clauses if ex._clause(c, _whole_piece(ex), whole.results, whole.verdicts,
+                                                    {o: ref.f32[o] for o in _outputs(proto)})[0]]
+            clauses = bad[:1]
+            ex.clauses = clauses
+        report["keep"] = ",".join(str(c) for c in clauses)
+        if not clauses or (keep and not whole.holds):
+            report.update(found=False, target="", compiles=ev.compiles, seconds=time.monotonic() - t0,
+                          summary="no discrepancy: every target agrees with the reference within the tolerance "
+                                  "or the float32 noise floor" if not clauses else
+                                  f"the property {report['keep']} does not hold on the whole model")
+            return _jsonable(report)
+        target = clauses[0].left
+        report.update(found=True, target=target)
+        if target in ex.failure:
+            say(f"{target} fails ({ex.failure[target][0]} at {ex.failure[target][1]}): reducing that failure")
+        must: list[int] = []
+        start: list[int] | None = None
+        if steps in ("all", "bisect") and target not in ex.failure:
+            say("bisecting prefixes for the first divergent node")
+            b = ex.bisect(on_step=lambda k, h: say(f"  prefix 0..{k}: {'diverges' if h else 'agrees'}"))
+            report["bisect"] = _jsonable(b)
+            if b.node is not None:
+                say(f"first divergent node: {b.node['name'] or b.node['op_type']} ({b.node['op_type']}), "
+                    f"{'wrong alone (op bug)' if b.kind == 'op' else 'right alone (interaction)'}")
+                must, start = [b.node["index"]], ex.cone(b.node["index"])
+        if steps == "bisect":
+            report.update(compiles=ev.compiles, seconds=time.monotonic() - t0)
+            return _jsonable(report)
+        say("reducing (ddmin over nodes)")
+        r = ex.reduce(start, must=must)
+        kept = [proto.graph.node[i] for i in r.piece.nodes]
+        if r.check is not None:
+            report["reduced_verdicts"] = {t: {o: v.to_dict() for o, v in vs.items()}
+                                          for t, vs in r.check.verdicts.items()}
+        report["reduce"] = {"nodes_before": len(proto.graph.node), "nodes_after": r.nodes_after,
+                            "compiles": r.compiles, "seconds": r.seconds, "complete": r.complete,
+                            "nodes": [n.name or n.op_type for n in kept], "ops": [n.op_type for n in kept]}
+        say(f"reduced {len(proto.graph.node)} -> {r.nodes_after} node(s) in {r.compiles} compiles")
+        if steps == "all":
+            say("attributing")
+            report["attribution"] = _jsonable(attribute(ex, r.piece, target))
+        report["title"] = _title(target, kept, report)
+        if out_dir is not None:
+            say(f"writing the bundle to {out_dir}")
+            try:
+                report["bundle"] = write_bundle(Path(out_dir), ex, r.piece, _jsonable(report))
+            except OSError as exc:
+                raise UserError(f"-o {out_dir}: cannot write the bundle ({exc.strerror or exc})") from None
+            report["reduced_model"] = str(Path(out_dir) / "model.onnx")
+        report["reduced"] = r.piece.model
+        report.update(compiles=ev.compiles, seconds=time.monotonic() - t0)
+    return {k: (_jsonable(v) if k != "reduced" else v) for k, v in report.items()}
+
+
+def _outputs(proto: onnx.ModelProto) -> list[str]:
+    return [o.name for o in proto.graph.output]
+
+
+def _whole_piece(ex: Any) -> Any:
+    from compstack.explain.graph import piece
+
+    return piece(ex.proto, range(len(ex.proto.graph.node)), ex.ref, outputs=_outputs(ex.proto))
+
+
+def _title(target: str, kept: list[onnx.NodeProto], report: dict[str, Any]) -> str:
+    ops = "+".join(dict.fromkeys(n.op_type for n in kept)) or "model"
+    status = report.get("status", {}).get(target, {})
+    if status.get("status") not in (None, "ok"):
+        return f"{target}: {status['status']} at {status.get('stage')} on {ops}"
+    return f"{target}: wrong result for {ops} (vs ONNX reference, beyond the float32 noise floor)"
+
+
+def replay(folder: Path, timeout_s: float = 300.0) -> dict[str, Any]:
+    """Run a bundle's model again on each of its targets; does the discrepancy reproduce?
+
+    Returns:
+        ``{"targets": {target: {"status", "verdicts", "reproduces"}}, "reproduces": bool}``.
+
+    Raises:
+        UserError: ``folder`` is not a bundle.
+    """
+    from compstack.explain.bundle import read_bundle
+    from compstack.explain.evaluate import Evaluator, Run
+    from compstack.explain.graph import reference_values
+    from compstack.explain.verdict import judge
+
+    b = read_bundle(Path(folder))
+    ref = reference_values(b["model"], b["feeds"])
+    outs = _outputs(b["model"])
+    result: dict[str, Any] = {"targets": {}}
+    with Evaluator(timeout_s) as ev:
+        for target, spec in b["flags"].items():
+            res = ev.run(Run.of(target, spec.get("options", {})), b["model"], b["feeds"])
+            row: dict[str, Any] = {"status": res.status, "error": res.error}
+            if res.status == "ok":
+                verdicts = {o: judge(res.outputs[o], ref.f64[o], ref.f32[o]) for o in outs if o in res.outputs}
+                row["verdicts"] = {o: v.to_dict() for o, v in verdicts.items()}
+                row["reproduces"] = any(v.bad for v in verdicts.values())
+            else:
+                row["reproduces"] = b["report"].get("status", {}).get(target, {}).get("status") == res.status
+            result["targets"][target] = row
+    keep_target = b["report"].get("target", "")
+    result["reproduces"] = bool(result["targets"].get(keep_target, {}).get("reproduces"))
+    result["target"] = keep_target
+    return result

@@ -1,0 +1,96 @@
+"""Whose fault: compstack's translation, the stack's optimiser, or the rest of the stack.
+
+Each question is answered by running the reduced model again a different way and
+checking whether the discrepancy is still there:
+
+1. **compstack's translation** (a target with a translated path: XLA, Inductor): run
+   the translated JAX/FX program eagerly, without the compiler. Still wrong means the
+   bug is ours: the report says so plainly.
+2. **the stack's optimiser**: run with the switch the target declares in
+   ``Target.optimizations_off`` (ORT ``ORT_DISABLE_ALL``, TVM ``opt_level=0``, IREE
+   ``--iree-opt-level=O0``, XLA ``--xla_backend_optimization_level=0``). Right then
+   means an optimisation introduced it; still wrong means the stack's frontend, code
+   generation or runtime.
+3. **the op alone vs in context** comes from bisect (an op that is wrong alone is an
+   op bug; right alone but wrong in context is an interaction: fusion, layout).
+
+Pass-level search (naming the one pass) is not done yet for any stack; where a stack
+has no switch the report says which question could not be asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from compstack.explain.evaluate import Run
+from compstack.explain.graph import Piece, feeds_for
+
+__all__ = ["Attribution", "attribute"]
+
+
+@dataclass
+class Attribution:
+    """Where the discrepancy comes from.
+
+    Attributes:
+        culprit: ``compstack`` (our translation), ``optimizer`` (the stack's optimiser),
+            ``stack`` (frontend, code generation or runtime), or ``unknown``.
+        summary: one sentence for the reader.
+        checks: each re-run: ``{"run": label, "holds": bool, "status", "detail"}``.
+    """
+
+    culprit: str
+    summary: str
+    checks: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _check(explainer: Any, run: Run, p: Piece, target: str) -> dict[str, Any]:
+    res = explainer.evaluator.run(run, p.model, feeds_for(p, explainer.ref))
+    if res.status != "ok":
+        return {"run": run.label(), "holds": None, "status": res.status, "detail": f"{res.stage}: {res.error[:200]}"}
+    f32 = explainer._floor(p, prefix=False)
+    verdicts = explainer.judge_outputs(res.outputs, p, f32)
+    bad = [o for o, v in verdicts.items() if v.bad]
+    detail = verdicts[bad[0]].detail if bad else "agrees with the float64 reference"
+    return {"run": run.label(), "holds": bool(bad), "status": "ok", "detail": detail}
+
+
+def attribute(explainer: Any, p: Piece, target: str) -> Attribution:
+    """Attribute the discrepancy of ``target`` on the reduced piece ``p``.
+
+    Args:
+        explainer: the :class:`compstack.explain.core.Explainer` (its evaluator,
+            reference values and target options are reused).
+        p: the reduced piece (it must keep ``target != ref``).
+        target: the target name.
+    """
+    from compstack import targets as registry
+
+    cls = registry.get(target)
+    opts = explainer.target_options.get(target, {})
+    checks = []
+    if getattr(cls, "table_module", "") and opts.get("path") != "native":
+        eager = _check(explainer, Run.of(target, opts, mode="eager"), p, target)
+        checks.append(eager)
+        if eager["holds"]:
+            return Attribution("compstack", "compstack's own translation is wrong: the translated program gives the "
+                               "same wrong result run eagerly, without the compiler. This is a compstack bug, not "
+                               f"{target}'s.", checks)
+    off = dict(getattr(cls, "optimizations_off", {}) or {})
+    if not off:
+        culprit = "stack" if checks else "unknown"
+        why = ("the translated program is right when run eagerly, so the compiler changed the result; "
+               if checks else "")
+        return Attribution(culprit, f"{why}{target} declares no switch to turn its optimiser off, so the optimiser "
+                           "and the rest of the stack were not told apart.", checks)
+    run = Run.of(target, {**opts, **off.get("options", {})}, env=off.get("env"))
+    plain = _check(explainer, run, p, target)
+    checks.append(plain)
+    if plain["holds"] is None:
+        return Attribution("unknown", f"{target} did not run with its optimiser off ({plain['detail']}).", checks)
+    if plain["holds"]:
+        return Attribution("stack", f"{target} is wrong even with its optimiser off ({run.label()}): the fault is in "
+                           "its frontend, code generation or runtime, not an optimisation.", checks)
+    return Attribution("optimizer", f"{target} agrees with the reference with its optimiser off ({run.label()}): an "
+                       "optimisation introduced the discrepancy.", checks)

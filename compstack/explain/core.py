@@ -1,0 +1,341 @@
+"""Explain a disagreement: judge, localise (bisect), reduce, attribute.
+
+:class:`Explainer` holds the model, its inputs, the reference values of every tensor
+(:mod:`compstack.explain.graph`), the property to keep (:mod:`compstack.explain.keep`)
+and an :class:`~compstack.explain.evaluate.Evaluator` (long-lived workers per target).
+
+* :meth:`Explainer.check` evaluates one piece of the model on the property's targets and
+  says whether the property holds on it.
+* :meth:`Explainer.bisect` finds the first divergent node by binary search over
+  prefixes of the topological order (each prefix compiled with its frontier as outputs,
+  never every tensor), ⌈log₂ n⌉ + 2 compiles; then runs that node alone on the
+  reference's inputs: wrong alone is an op bug, right alone is an interaction with the
+  rest of the graph (fusion, layout, an optimisation across nodes).
+* :meth:`Explainer.reduce` is delta debugging (ddmin, Zeller & Hildebrandt, "Simplifying
+  and Isolating Failure-Inducing Input", TSE 2002) over the nodes, starting from the
+  divergent node's backward cone; removed producers become graph inputs fed with the
+  reference's values, so what remains receives what it received in the original model.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import onnx
+
+from compstack.explain.evaluate import EvalResult, Evaluator, Run
+from compstack.explain.graph import Piece, ReferenceValues, describe, feeds_for, node_inputs, piece, prefix_frontier
+from compstack.explain.keep import Clause
+from compstack.explain.verdict import Verdict, judge
+
+__all__ = ["Check", "Explainer", "BisectResult", "ReduceResult"]
+
+
+@dataclass
+class Check:
+    """One evaluation of the property on a piece.
+
+    Attributes:
+        holds: the property holds (the piece still shows the discrepancy).
+        results: per target, the evaluation.
+        verdicts: per target, per output, the verdict against the reference.
+        why: one line: which clause held or failed, and on which output.
+    """
+
+    holds: bool
+    results: dict[str, EvalResult] = field(default_factory=dict)
+    verdicts: dict[str, dict[str, Verdict]] = field(default_factory=dict)
+    why: str = ""
+
+
+@dataclass
+class BisectResult:
+    """The first divergent node.
+
+    Attributes:
+        node: :func:`compstack.explain.graph.describe` of it, or None when the whole
+            model does not show the property.
+        alone: the property holds with the node run alone on reference inputs.
+        kind: ``op`` (wrong alone) or ``interaction`` (right alone, wrong in context).
+        compiles: evaluations used; ``bound`` is ⌈log₂ n⌉ + 2.
+        steps: ``(prefix end, holds)`` in order.
+        bad_outputs: the frontier tensors that diverged at the found cut.
+    """
+
+    node: dict[str, Any] | None
+    alone: bool = False
+    kind: str = ""
+    compiles: int = 0
+    bound: int = 0
+    steps: list[tuple[int, bool]] = field(default_factory=list)
+    bad_outputs: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass
+class ReduceResult:
+    """A reduced model that keeps the property.
+
+    Attributes:
+        piece: the reduced piece (its ``model`` is valid ONNX).
+        nodes_before, nodes_after: node counts.
+        compiles: evaluations used.
+        seconds: wall time.
+        complete: False when the time budget ran out before ddmin finished (the piece
+            is still a valid, smaller model that keeps the property).
+    """
+
+    piece: Piece
+    nodes_before: int
+    nodes_after: int
+    compiles: int
+    seconds: float
+    complete: bool = True
+    check: Check | None = None
+
+
+class Explainer:
+    """Explain one model's disagreement on some targets.
+
+    Args:
+        proto: the model.
+        feeds: its inputs (graph input name -> array).
+        clauses: the property to keep (:func:`compstack.explain.keep.parse_keep`).
+        target_options: ``{target: {option: value}}`` for the compile runs.
+        evaluator: where pieces run.
+        rtol, atol: the tolerance of the verdict.
+        deadline: ``time.monotonic()`` value after which reduction stops.
+
+    Raises:
+        Exception: the reference evaluator cannot run the model.
+    """
+
+    def __init__(self, proto: onnx.ModelProto, feeds: dict[str, np.ndarray], clauses: Sequence[Clause],
+                 evaluator: Evaluator, target_options: dict[str, dict[str, str]] | None = None,
+                 rtol: float = 1e-3, atol: float = 1e-5, deadline: float = math.inf,
+                 ref: ReferenceValues | None = None) -> None:
+        from compstack.explain.graph import reference_values, topo_check
+
+        topo_check(proto)
+        self.proto = proto
+        self.feeds = dict(feeds)
+        self.clauses = list(clauses)
+        self.evaluator = evaluator
+        self.target_options = target_options or {}
+        self.rtol, self.atol = rtol, atol
+        self.deadline = deadline
+        self.ref = ref if ref is not None else reference_values(proto, self.feeds)
+        self.failure: dict[str, tuple[str, str]] = {}  # target -> (status, stage) kept instead of numerics
+
+    # ---- one piece ---------------------------------------------------------------------
+
+    def run_for(self, target: str) -> Run:
+        return Run.of(target, self.target_options.get(target))
+
+    def targets(self) -> list[str]:
+        return list(dict.fromkeys(t for c in self.clauses for t in c.targets()))
+
+    def _floor(self, p: Piece, prefix: bool) -> dict[str, np.ndarray]:
+        """float32 values of the piece's outputs: from the full float32 run for a prefix
+        (the same computation), else from running the piece itself in float32."""
+        if prefix:
+            return {o: self.ref.f32[o] for o in p.outputs}
+        from compstack.explain.graph import _run
+
+        try:
+            got = _run(p.model, feeds_for(p, self.ref))
+        except Exception:  # noqa: BLE001 - no floor: judge by the tolerance alone
+            return {o: self.ref.f64[o] for o in p.outputs}
+        return {o: got[o] for o in p.outputs}
+
+    def judge_outputs(self, outs: dict[str, np.ndarray], p: Piece, f32: dict[str, np.ndarray],
+                      against: dict[str, np.ndarray] | None = None) -> dict[str, Verdict]:
+        """Verdict per output of ``p`` (against the float64 reference, or ``against``)."""
+        verdicts = {}
+        for o in p.outputs:
+            if o not in outs:
+                verdicts[o] = Verdict("shape", detail="output missing")
+                continue
+            ref64 = self.ref.f64[o] if against is None else against[o]
+            verdicts[o] = judge(outs[o], ref64, f32[o] if against is None else self._peer_floor(o, ref64, f32),
+                                self.rtol, self.atol)
+        return verdicts
+
+    def _peer_floor(self, o: str, peer: np.ndarray, f32: dict[str, np.ndarray]) -> np.ndarray:
+        # A!=B: B's output is the reference; the floor is float32's own error, moved onto B.
+        f64 = np.asarray(self.ref.f64[o])
+        if f64.dtype.kind != "f":
+            return peer
+        return np.asarray(peer, dtype=np.float64) + (np.asarray(f32[o], dtype=np.float64) - f64)
+
+    def check(self, p: Piece, prefix: bool = False) -> Check:
+        """Evaluate the property on piece ``p`` (see the class docstring)."""
+        feeds = feeds_for(p, self.ref)
+        results = {t: self.evaluator.run(self.run_for(t), p.model, feeds) for t in self.targets()}
+        f32 = self._floor(p, prefix)
+        verdicts = {t: self.judge_outputs(r.outputs, p, f32) for t, r in results.items() if r.status == "ok"}
+        holds, why = True, []
+        for c in self.clauses:
+            ok, line = self._clause(c, p, results, verdicts, f32)
+            holds = holds and ok
+            why.append(line)
+        return Check(holds, results, verdicts, "; ".join(why))
+
+    def _clause(self, c: Clause, p: Piece, results: dict[str, EvalResult], verdicts: dict[str, dict[str, Verdict]],
+                f32: dict[str, np.ndarray]) -> tuple[bool, str]:
+        left = results[c.left]
+        if c.left in self.failure:  # keep the failure seen on the whole model
+            status, stage = self.failure[c.left]
+            same = left.status == status and left.stage == stage
+            return (same if c.op == "!=" else not same), f"{c.left} {left.status} at {left.stage or '-'}"
+        if left.status in ("unsupported", "unavailable"):  # not a discrepancy, and nothing to compare
+            return False, f"{c.left} {left.status}: {left.error[:120]}"
+        if left.status != "ok":
+            return c.op == "!=", f"{c.left} {left.status} at {left.stage}: {left.error[:120]}"
+        if c.right == "ref":
+            bad = [o for o, v in verdicts[c.left].items() if v.bad]
+        else:
+            right = results[c.right]
+            if right.status != "ok":
+                return c.op == "!=", f"{c.right} {right.status} at {right.stage}"
+            peer = self.judge_outputs(left.outputs, p, f32, against=right.outputs)
+            bad = [o for o, v in peer.items() if v.bad]
+        differs = bool(bad)
+        line = f"{c}: {'holds' if differs == (c.op == '!=') else 'does not hold'}"
+        if bad:
+            v = (verdicts.get(c.left) or {}).get(bad[0])
+            line += f" (output {bad[0]}{': ' + v.detail if v and v.detail else ''})"
+        return differs == (c.op == "!="), line
+
+    # ---- bisect ------------------------------------------------------------------------
+
+    def whole(self) -> Check:
+        """The property on the whole model; records failures to keep (see :mod:`keep`)."""
+        outs = [o.name for o in self.proto.graph.output]
+        p = piece(self.proto, range(len(self.proto.graph.node)), self.ref, outputs=outs)
+        chk = self.check(p, prefix=True)
+        for c in self.clauses:
+            r = chk.results[c.left]
+            if c.op == "!=" and c.right == "ref" and r.status in ("failed", "crashed", "timeout"):
+                self.failure[c.left] = (r.status, r.stage)
+        return chk
+
+    def bisect(self, on_step: Callable[[int, bool], None] | None = None) -> BisectResult:
+        """Find the first node after which the property holds (see the module docstring)."""
+        t0 = time.perf_counter()
+        start = self.evaluator.compiles
+        n = len(self.proto.graph.node)
+        whole = self.whole()
+        bound = math.ceil(math.log2(max(n, 2))) + 2
+        if not whole.holds:
+            return BisectResult(None, compiles=self.evaluator.compiles - start, bound=bound,
+                                seconds=time.perf_counter() - t0)
+        lo, hi = -1, n - 1  # prefix ending at lo: does not hold (empty); at hi: holds
+        steps: list[tuple[int, bool]] = [(n - 1, True)]
+        last = whole
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            frontier = prefix_frontier(self.proto, mid)
+            if not frontier:  # nothing live after this cut (a dead end): move on
+                lo = mid
+                continue
+            chk = self.check(piece(self.proto, range(mid + 1), self.ref, outputs=frontier), prefix=True)
+            steps.append((mid, chk.holds))
+            if on_step:
+                on_step(mid, chk.holds)
+            if chk.holds:
+                hi, last = mid, chk
+            else:
+                lo = mid
+        node = describe(self.proto, hi)
+        bad = sorted({o for vs in last.verdicts.values() for o, v in vs.items() if v.bad})
+        alone = self.check(piece(self.proto, [hi], self.ref))
+        return BisectResult(node, alone.holds, "op" if alone.holds else "interaction",
+                            self.evaluator.compiles - start, bound, steps, bad, time.perf_counter() - t0)
+
+    # ---- reduce ------------------------------------------------------------------------
+
+    def cone(self, index: int) -> list[int]:
+        """Node ``index`` and every node it (transitively) reads from."""
+        nodes = list(self.proto.graph.node)
+        producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+        todo, seen = [index], set()
+        while todo:
+            i = todo.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            todo.extend(producer[x] for x in node_inputs(nodes[i]) if x in producer)
+        return sorted(seen)
+
+    def reduce(self, start: Sequence[int] | None = None, must: Sequence[int] = ()) -> ReduceResult:
+        """ddmin over the nodes ``start`` (default: all), always keeping ``must``.
+
+        Returns the smallest piece found that keeps the property; stops at the deadline
+        (``complete`` is then False).
+        """
+        t0 = time.perf_counter()
+        c0 = self.evaluator.compiles
+        nodes = sorted(set(start if start is not None else range(len(self.proto.graph.node))))
+        must = sorted(set(must))
+        free = [i for i in nodes if i not in must]
+        cache: dict[tuple[int, ...], Check] = {}
+
+        def test(keep: Sequence[int]) -> bool:
+            key = tuple(sorted(set(keep) | set(must)))
+            if not key:
+                return False
+            if key not in cache:
+                cache[key] = self.check(piece(self.proto, key, self.ref))
+            return cache[key].holds
+
+        complete = True
+        best = free
+        if must and test([]):
+            best = []
+        elif not test(free):
+            best = free  # the start set itself does not keep the property: nothing to reduce
+        else:
+            granularity = 2
+            while len(best) >= 2:
+                if time.monotonic() > self.deadline:
+                    complete = False
+                    break
+                chunks = _split(best, granularity)
+                reduced = False
+                for chunk in chunks:  # a chunk alone
+                    if test(chunk):
+                        best, granularity, reduced = chunk, 2, True
+                        break
+                if not reduced:
+                    for chunk in chunks:  # a complement
+                        rest = [i for i in best if i not in chunk]
+                        if test(rest):
+                            best, granularity, reduced = rest, max(granularity - 1, 2), True
+                            break
+                if not reduced:
+                    if granularity >= len(best):
+                        break
+                    granularity = min(granularity * 2, len(best))
+            if len(best) == 1 and must and test([]):
+                best = []
+        keep = sorted(set(best) | set(must))
+        final = piece(self.proto, keep, self.ref)
+        return ReduceResult(final, len(nodes), len(keep), self.evaluator.compiles - c0, time.perf_counter() - t0,
+                            complete, cache.get(tuple(keep)))
+
+
+def _split(items: list[int], n: int) -> list[list[int]]:
+    """``items`` in ``n`` contiguous chunks of near-equal size."""
+    size, extra = divmod(len(items), n)
+    out, i = [], 0
+    for k in range(n):
+        j = i + size + (1 if k < extra else 0)
+        if j > i:
+            out.append(items[i:j])
+        i = j
+    return out

@@ -194,7 +194,7 @@ def _conformance_context(c: ConformanceData | None) -> dict[str, Any] | None:
     failing = [(case, by) for case, by in c.cases.items()
                if any(by.get(t, {}).get("status") != "passed" for t in names)]
     return {"run_id": c.run_id, "when": _when(c.created), "targets": c.targets, "names": names,
-            "funnel": sorted({s for t in c.targets for s in t["failed_at"]},
+            "funnel": sorted({s for t in c.targets for s, n in t["failed_at"].items() if n},
                              key=lambda s: ("import", "lower", "compile", "run", "compare").index(s)
                              if s in ("import", "lower", "compile", "run", "compare") else 9),
             "failing": failing[:MAX_MATRIX_ROWS], "failing_total": len(failing), "cases": len(c.cases),

@@ -76,7 +76,7 @@ class _LogAxis:
 def _frame(cls: str, rows: int, title: str, body: list[str], ticks: list[tuple[float, str]], unit: str) -> str:
     height = _TOP + rows * _ROW + _AXIS
     y_axis = _TOP + rows * _ROW
-    parts = [f'<svg class="plot {cls}" xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{height}" '
+    parts = [f'<svg class="plot {cls}" width="{_WIDTH}" height="{height}" '
              f'viewBox="0 0 {_WIDTH} {height}" role="img" aria-label="{escape(title)}">',
              f"<title>{escape(title)}</title>",
              f'<line class="axis" x1="{_LEFT}" y1="{y_axis}" x2="{_WIDTH - _RIGHT}" y2="{y_axis}" stroke="#555"/>']
@@ -159,7 +159,7 @@ def threshold_plot(items: Sequence[Threshold], unit: str, cls: str, title: str) 
     """Each item's value (dot: green when its verdict is ok, red when not) and its limit
     (a vertical tick), on a log x axis; zero sits at the axis start, ∞ at its end."""
     pos = [v for it in items for v in (it.value, it.limit) if v is not None and v > 0]
-    axis = _LogAxis(min(pos, default=1e-9), max(pos, default=1.0))
+    axis = _LogAxis(min(pos, default=1e-9), max(pos, default=1.0) * 2)  # room right of the largest limit
     body = []
     for i, it in enumerate(items):
         y = _TOP + i * _ROW + _ROW / 2

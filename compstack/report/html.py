@@ -20,11 +20,13 @@ from typing import Any
 from compstack.errors import UserError
 from compstack.report import svg
 
-__all__ = ["RunData", "ConformanceData", "load_run", "render", "write_report", "sweep_line"]
+__all__ = ["ConformanceData", "RunData", "load_run", "render", "sweep_line", "write_report"]
 
 _TEMPLATE = Path(__file__).parent / "templates" / "report.html.j2"
 #: Conformance cases listed in the matrix at most (cases every target passed are not listed).
 MAX_MATRIX_ROWS = 300
+#: The conformance funnel's stages, in order (as :data:`compstack.conformance.suite.FUNNEL`).
+_FUNNEL = ("import", "lower", "compile", "run", "compare")
 
 
 @dataclass
@@ -195,17 +197,16 @@ def _conformance_context(c: ConformanceData | None) -> dict[str, Any] | None:
                if any(by.get(t, {}).get("status") != "passed" for t in names)]
     return {"run_id": c.run_id, "when": _when(c.created), "targets": c.targets, "names": names,
             "funnel": sorted({s for t in c.targets for s, n in t["failed_at"].items() if n},
-                             key=lambda s: ("import", "lower", "compile", "run", "compare").index(s)
-                             if s in ("import", "lower", "compile", "run", "compare") else 9),
+                             key=lambda s: _FUNNEL.index(s) if s in _FUNNEL else len(_FUNNEL)),
             "failing": failing[:MAX_MATRIX_ROWS], "failing_total": len(failing), "cases": len(c.cases),
             "all_passed": len(c.cases) - len(failing)}
 
 
 def _missing(data: RunData) -> list[str]:
-    out = ["kernels and fusion groups per target: not stored in the results database "
-           "(run `compstack fusion MODEL --targets ...`)",
-           "per-kernel time: not stored in the results database "
-           "(run `compstack profile MODEL --trace trace.json` and open the trace in ui.perfetto.dev)"]
+    out = [("kernels and fusion groups per target: not stored in the results database "
+            "(run `compstack fusion MODEL --targets ...`)"),
+           ("per-kernel time: not stored in the results database "
+            "(run `compstack profile MODEL --trace trace.json` and open the trace in ui.perfetto.dev)")]
     if data.rows:
         out.append("model size (nodes, parameters, FLOPs), the inputs used and the terminal table's notes: "
                    "not stored in the results database (`compstack compare --json` has them)")

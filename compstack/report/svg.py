@@ -8,11 +8,11 @@ so a browser shows the exact value on hover and a test can count the marks.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
-from typing import Sequence
 
-__all__ = ["Interval", "Threshold", "latency_plot", "bar_plot", "threshold_plot", "log_ticks"]
+__all__ = ["Interval", "Threshold", "bar_plot", "latency_plot", "log_ticks", "threshold_plot"]
 
 _ROW = 24
 _LEFT = 190
@@ -76,8 +76,8 @@ class _LogAxis:
 def _frame(cls: str, rows: int, title: str, body: list[str], ticks: list[tuple[float, str]], unit: str) -> str:
     height = _TOP + rows * _ROW + _AXIS
     y_axis = _TOP + rows * _ROW
-    parts = [f'<svg class="plot {cls}" width="{_WIDTH}" height="{height}" '
-             f'viewBox="0 0 {_WIDTH} {height}" role="img" aria-label="{escape(title)}">',
+    parts = [(f'<svg class="plot {cls}" width="{_WIDTH}" height="{height}" '
+             f'viewBox="0 0 {_WIDTH} {height}" role="img" aria-label="{escape(title)}">'),
              f"<title>{escape(title)}</title>",
              f'<line class="axis" x1="{_LEFT}" y1="{y_axis}" x2="{_WIDTH - _RIGHT}" y2="{y_axis}" stroke="#555"/>']
     for x, text in ticks:
@@ -144,7 +144,7 @@ def bar_plot(items: Sequence[tuple[str, float]], unit: str, cls: str = "plot-com
                     f'height="{_ROW - 8}" fill="{_INK}"><title>{escape(label)}: {_fmt(v)} {escape(unit)}</title>'
                     f'</rect><text class="value" x="{max(x(v), _LEFT + 1) + 6:.1f}" y="{y + _ROW / 2 + 1:.1f}" '
                     f'font-size="11">{_fmt(v)}</text></g>')
-    n = int(round(end / step))
+    n = round(end / step)
     ticks = [(x(k * step), f"{k * step:g}") for k in range(n + 1)]
     return _frame(cls, len(items), title, body, ticks, unit)
 

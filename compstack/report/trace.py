@@ -19,12 +19,13 @@ A target that produced no profile still gets its named process (saying why), wit
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from compstack.errors import UserError
 
-__all__ = ["trace_events", "write_trace", "KERNEL_TID", "E2E_TID"]
+__all__ = ["E2E_TID", "KERNEL_TID", "trace_events", "write_trace"]
 
 KERNEL_TID = 1
 E2E_TID = 2

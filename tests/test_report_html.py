@@ -201,3 +201,16 @@ def test_page_in_headless_chromium(stored: dict) -> None:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def test_run_where_nothing_ran(tmp_path: Path) -> None:
+    """A run whose only target could not run: the page says so in each section, no plot."""
+    env = {"COMPSTACK_CACHE_DIR": str(tmp_path / "cache"), "COMPSTACK_DB": str(tmp_path / "db.sqlite")}
+    proc = run_cli("compare", str(make_mlp(tmp_path / "mlp.onnx")), "--targets", "tensorrt", *FAST, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = run_cli("report", "-o", str(tmp_path / "r.html"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert "<svg" not in page and 'data-status="unavailable"' in page
+    assert "no target has latency in this run" in page and "no target compiled in this run" in page
+    assert "no conformance run in this database" in page

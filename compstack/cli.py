@@ -621,7 +621,7 @@ class _ConformanceProgress:
 @cli.command(short_help="Render a stored run as one self-contained HTML file.")
 @click.option("--last", is_flag=True, help="The newest run in the database (the default).")
 @click.option("--run", "run_id", metavar="ID", help="The run with this id (see `compare --json`: run_id).")
-@click.option("--sweep", is_flag=True, help="A sweep's models x targets page.")
+@click.option("--sweep", is_flag=True, help="A sweep's models x targets page (no sweep is stored yet: says so).")
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="The HTML file to write.")
 @click.option("--db", type=click.Path(dir_okay=False), help="Results database [env COMPSTACK_DB].")
 def report(last: bool, run_id: str | None, sweep: bool, out: str | None, db: str | None) -> None:

@@ -156,7 +156,8 @@ def test_trace_structure(trace: dict) -> None:
         tracks.setdefault((e["pid"], e["tid"]), []).append(e)
     for evs in tracks.values():
         evs.sort(key=lambda e: e["ts"])
-        assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-6 for a, b in zip(evs, evs[1:]))
+        ns = [(round(e["ts"] * 1000), round(e["dur"] * 1000)) for e in evs]  # as Perfetto reads them: ns
+        assert all(a_ts + a_dur <= b_ts for (a_ts, a_dur), (b_ts, _) in zip(ns, ns[1:]))
     # kernels: one slice per profiled kernel, in order, named by it, median in us, source nodes in args
     for pid, t in ((1, prof["targets"][0]), (2, prof["targets"][1])):
         kernels = [e for e in slices if e["pid"] == pid and e["cat"] == "kernel"]

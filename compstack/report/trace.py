@@ -1,9 +1,10 @@
-"""``compstack profile --trace FILE``: Chrome trace-event JSON (opens in ui.perfetto.dev
-and chrome://tracing).
+"""``compstack profile --trace FILE``: Chrome trace-event JSON (the JSON trace format that
+ui.perfetto.dev and the older chrome://tracing viewer open).
 
 The stacks' profilers give per-kernel statistics over many runs, not one timeline, so
 the trace draws one representative run per target: its kernels back to back in
-execution order, each lasting its median time (``ts``/``dur`` in microseconds). Layout:
+execution order, each lasting its median time (``ts``/``dur`` in microseconds, whole
+nanoseconds, so back-to-back slices never overlap after rounding). Layout:
 
 - one process per target (``pid`` 1, 2, ... in the order profiled), named by a
   ``process_name`` metadata event, ordered by ``process_sort_index``;
@@ -43,19 +44,19 @@ def _target_events(pid: int, row: Any) -> list[dict[str, Any]]:
     if prof is None:
         return events
     events.append(_meta("thread_name", pid, KERNEL_TID, {"name": "kernels (median run, back to back)"}))
-    ts = 0.0
+    ts_ns = 0  # whole nanoseconds, so one slice ends exactly where the next starts (no rounding overlap)
     for kt in prof.kernels:
         k = next((k for k in km.kernels if k.id == kt.id), None) if km is not None else None
-        dur = kt.median * 1000.0
+        dur_ns = max(round(kt.median * 1e6), 0)
         args = {"nodes": list(k.nodes) if k else [], "kind": k.kind if k else "", "calls": kt.calls,
                 "median_ms": kt.median, "p10_ms": kt.p10, "p90_ms": kt.p90}
-        events.append({"name": kt.id, "cat": "kernel", "ph": "X", "ts": round(ts, 3), "dur": round(dur, 3),
+        events.append({"name": kt.id, "cat": "kernel", "ph": "X", "ts": ts_ns / 1000, "dur": dur_ns / 1000,
                        "pid": pid, "tid": KERNEL_TID, "args": args})
-        ts += dur
+        ts_ns += dur_ns
     e2e = (prof.end_to_end or {}).get("median")
     if e2e:
         events.append(_meta("thread_name", pid, E2E_TID, {"name": "end-to-end (profiler off)"}))
-        events.append({"name": "end-to-end run", "cat": "run", "ph": "X", "ts": 0.0, "dur": round(e2e * 1000.0, 3),
+        events.append({"name": "end-to-end run", "cat": "run", "ph": "X", "ts": 0.0, "dur": round(e2e * 1e6) / 1000,
                        "pid": pid, "tid": E2E_TID,
                        "args": {"median_ms": e2e, "p10_ms": prof.end_to_end.get("p10"),
                                 "p90_ms": prof.end_to_end.get("p90"), "runs": prof.end_to_end.get("runs")}})

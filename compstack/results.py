@@ -152,18 +152,5 @@ class ResultsDB:
         cols = [c[0] for c in cur.description]
         return [dict(zip(cols, r)) for r in cur.fetchall()]
 
-    def run_rows(self, run_id: str) -> list[dict[str, Any]]:
-        """The rows of one comparison run, in the order they were written."""
-        cur = self.conn.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,))
-        cols = [c[0] for c in cur.description]
-        return [dict(zip(cols, r)) for r in cur.fetchall()]
-
-    def runs(self) -> list[dict[str, Any]]:
-        """One entry per comparison run, newest first: ``run_id``, ``created`` (time of its
-        last row), ``model_name``, ``targets`` (row count)."""
-        cur = self.conn.execute("SELECT run_id, MAX(created), MAX(model_name), COUNT(*) FROM results "
-                                "GROUP BY run_id ORDER BY MAX(created) DESC")
-        return [{"run_id": r[0], "created": r[1], "model_name": r[2], "targets": r[3]} for r in cur.fetchall()]
-
     def close(self) -> None:
         self.conn.close()

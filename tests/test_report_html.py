@@ -111,7 +111,7 @@ def test_last_is_the_newest_and_mismatch_is_red(stored: dict) -> None:
     assert "outside tolerance rtol=0 atol=0" in page
 
 
-@pytest.mark.parametrize("case", ["no-db", "empty-db", "unknown-run", "unwritable", "both"])
+@pytest.mark.parametrize("case", ["no-db", "empty-db", "not-sqlite", "unknown-run", "unwritable", "both"])
 def test_bad_input_is_one_line(stored: dict, tmp_path: Path, case: str) -> None:
     db = stored["db"]
     out = tmp_path / "r.html"
@@ -121,6 +121,9 @@ def test_bad_input_is_one_line(stored: dict, tmp_path: Path, case: str) -> None:
     elif case == "empty-db":
         db = tmp_path / "empty.sqlite"
         sqlite3.connect(db).close()
+    elif case == "not-sqlite":
+        db = tmp_path / "text.sqlite"
+        db.write_text("not a database\n")
     elif case == "unknown-run":
         args += ["--run", "feedfacecafe"]
     elif case == "unwritable":
@@ -132,7 +135,8 @@ def test_bad_input_is_one_line(stored: dict, tmp_path: Path, case: str) -> None:
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("compstack: error: "), proc.stderr
-    expect = {"no-db": "no results database", "empty-db": "no runs in this database", "unknown-run": "feedfacecafe",
+    expect = {"no-db": "no results database", "empty-db": "no runs in this database",
+              "not-sqlite": "not a results database", "unknown-run": "feedfacecafe",
               "unwritable": "not writable", "both": "give one"}[case]
     assert expect in lines[0]
     assert not out.exists()

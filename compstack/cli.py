@@ -235,6 +235,9 @@ def _do_compare(model: str, targets_spec: str, kw: dict[str, Any]) -> Any:
               help="Comma-separated targets or aliases (cpu, all); see `compstack targets`.")
 @_common_model_options
 @_run_options
+@click.option("--junit", "junit", type=click.Path(dir_okay=False),
+              help="Also write JUnit XML here: one testcase per target (mismatch: failure; failed, crashed, "
+                   "timeout, oom: error; unsupported, unavailable: skipped).")
 def compare(model: str | None, targets_spec: str, **kw: Any) -> None:
     """Compare targets on MODEL (zoo:NAME, file.onnx, file.py:function; default zoo:cnn).
 
@@ -244,7 +247,12 @@ def compare(model: str | None, targets_spec: str, **kw: Any) -> None:
     from compstack.reporting import print_report
     from compstack.sources import DEFAULT_MODEL
 
+    _check_writable_file(kw["junit"], "--junit")
     report = _do_compare(model or DEFAULT_MODEL, targets_spec, kw)
+    if kw["junit"]:
+        from compstack.report.junit import compare_junit, write_junit
+
+        write_junit(Path(kw["junit"]), compare_junit(report))
     if kw["as_json"]:
         click.echo(json.dumps(report.to_json(), indent=1, default=str))
     else:
@@ -536,9 +544,13 @@ def diff(a: str, b: str, stat: bool, as_json: bool, strip_locations: bool, renam
 @click.option("--no-cache", is_flag=True, help="Compile every case anew.")
 @click.option("--db", type=click.Path(dir_okay=False), help="Results database [env COMPSTACK_DB].")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder [env COMPSTACK_CACHE_DIR].")
+@click.option("--junit", "junit", type=click.Path(dir_okay=False),
+              help="Also write JUnit XML here: a testsuite per target, a testcase per case (failure not in the "
+                   "XFAIL file: failure; in it, or unsupported: skipped).")
 def conformance(targets_spec: str, pattern: str | None, sample: int | None, seed: int, workers: int | None,
                 timeout: float, as_json: bool, update_xfail: bool, xfail_dir: str | None, show_trend: bool,
-                target_opts: tuple[str, ...], no_cache: bool, db: str | None, cache_dir: str | None) -> None:
+                target_opts: tuple[str, ...], no_cache: bool, db: str | None, cache_dir: str | None,
+                junit: str | None) -> None:
     """Run the ONNX node tests on each target: funnel table, XFAIL check, history.
 
     Exit status 1 when a case listed nowhere in the target's XFAIL file fails (a regression).
@@ -569,6 +581,7 @@ def conformance(targets_spec: str, pattern: str | None, sample: int | None, seed
     if not cases:
         raise UserError(f"--filter {pattern!r}: matches none of the {len(all_cases)} cases")
     cases_file = cases_path(cfg.cache_dir)
+    _check_writable_file(junit, "--junit")
     progress = _ConformanceProgress(enabled=not as_json)
     with progress:
         report = suite.run_suite(cases, cases_file, names, workers=workers or os.cpu_count() or 1, timeout=timeout,
@@ -579,6 +592,10 @@ def conformance(targets_spec: str, pattern: str | None, sample: int | None, seed
                                  selection={"filter": pattern, "sample": sample, "seed": seed,
                                             "total_available": len(all_cases)})
     suite.store(report, cfg.db)
+    if junit:
+        from compstack.report.junit import conformance_junit, write_junit
+
+        write_junit(Path(junit), conformance_junit(report))
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=1))
     else:
@@ -615,6 +632,37 @@ class _ConformanceProgress:
     def row(self, target: str, row: dict[str, Any]) -> None:
         if self.bar is not None and self.task is not None:
             self.bar.advance(self.task)
+
+
+@cli.command(short_help="Render a stored run as one self-contained HTML file.")
+@click.option("--last", is_flag=True, help="The newest run in the database (the default).")
+@click.option("--run", "run_id", metavar="ID", help="The run with this id (see `compare --json`: run_id).")
+@click.option("--sweep", is_flag=True, help="A sweep's models x targets page (no sweep is stored yet: says so).")
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="The HTML file to write.")
+@click.option("--db", type=click.Path(dir_okay=False), help="Results database [env COMPSTACK_DB].")
+def report(last: bool, run_id: str | None, sweep: bool, out: str | None, db: str | None) -> None:
+    """Render one run of the results database as one HTML file (inline CSS and SVG, no
+    script, nothing fetched): targets, latency and compile-time plots, numerics per
+    output, versions and flags, the newest conformance run; it names what the database
+    does not hold."""
+    from compstack.config import settings
+
+    cfg = settings(db=db)
+    if sweep:
+        from compstack.report.html import sweep_line
+
+        click.echo(sweep_line(cfg.db))
+        return
+    if last and run_id:
+        raise UserError("--last and --run: give one of them")
+    if not out:
+        raise UserError("-o FILE.html is required (the page is written there)")
+    _check_writable_file(out, "-o")
+    from compstack.report.html import write_report
+
+    data, size = write_report(cfg.db, Path(out), run_id)
+    what = f"{data.rows[0]['model_name']}, {len(data.rows)} targets" if data.rows else "conformance run"
+    click.echo(f"wrote {out} ({size / 1024:.1f} KiB): run {data.run_id} ({what})")
 
 
 @cli.command("import-profile", short_help="Map a trtexec per-layer profile to the model's ONNX nodes.")
@@ -835,6 +883,8 @@ def fusion(model: str, targets_spec: str, missed: bool, by_node: bool, **kw: Any
 @click.option("--min-time", type=_Finite(0, 3600), default=1.0, show_default=True,
               help="...and enough for this many seconds at the measured latency (at most 200 runs).")
 @click.option("--refresh-peak", is_flag=True, help="Measure this machine's roofline peaks again (else cached).")
+@click.option("--trace", "trace", type=click.Path(dir_okay=False),
+              help="Write a Chrome trace-event JSON (ui.perfetto.dev): per target one median run, kernels as slices.")
 @_kernel_job_options
 def profile(model: str, target: str | None, targets_spec: str | None, by_node: bool, explorer_dir: str | None,
             **kw: Any) -> None:
@@ -848,6 +898,7 @@ def profile(model: str, target: str | None, targets_spec: str | None, by_node: b
     targets = [_resolve_one(target)] if target else registry.resolve(targets_spec or "cpu")
     folder = _probe_dir(Path(explorer_dir), f"--export-model-explorer {explorer_dir}: folder not writable") \
         if explorer_dir else None
+    _check_writable_file(kw["trace"], "--trace")
     kw = _kernel_kw(kw)
     sys.exit(profile_command(lambda: _load_source(model, kw["cache_dir"]), targets, by_node, kw["as_json"], folder,
                              kw))

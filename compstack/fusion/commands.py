@@ -108,10 +108,16 @@ def profile_command(source_loader: Callable[[], Any], targets: list[str], by_nod
     times = node_times(maps, {r.target: r.profile for r in profiled}, index) if (by_node or explorer_dir) else None
     written = export(explorer_dir, source.name, source.model.graph.name or "main_graph", rows, times or []) \
         if explorer_dir is not None else []
+    if kw.get("trace"):
+        from compstack.report.trace import write_trace
+
+        write_trace(Path(kw["trace"]), source.name, rows)
     if as_json:
         doc = to_json(_model_info(source, index), rows, None, None, times if by_node else None, peak)
         if written:
             doc["model_explorer_files"] = [str(p) for p in written]
+        if kw.get("trace"):
+            doc["trace_file"] = kw["trace"]
         print(json.dumps(doc, indent=1, default=str))
     else:
         print_summary(rows, index, f"{source.name}: per-kernel time")
@@ -121,6 +127,8 @@ def profile_command(source_loader: Callable[[], Any], targets: list[str], by_nod
             print_by_node(times, [r.target for r in profiled])
         for p in written:
             print(f"  wrote {p}")
+        if kw.get("trace"):
+            print(f"  wrote {kw['trace']} (Chrome trace-event JSON: open it in ui.perfetto.dev)")
     if by_node and not profiled:
         print("compstack: --by-node: no target produced per-kernel times (see each target's status)",
               file=sys.stderr)

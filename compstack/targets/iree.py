@@ -40,6 +40,7 @@ import onnx_ir as ir
 from compstack import ir as cir
 from compstack import tools
 from compstack.errors import ToolError, UnavailableError, UnsupportedError, UserError
+from compstack.inputs import contiguous
 from compstack.passes._norm_mlir import elide_hex_constants, split_resources, strip_locations
 from compstack.target import Availability, Compiled, Lowered, PassRecord, Target, TargetOptions
 
@@ -436,7 +437,7 @@ class _IreeCompiled(Compiled):
         self.run_command = tools.format_command(argv)
 
     def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        out = self._runtime()[1](*[np.ascontiguousarray(a) for a in inputs])
+        out = self._runtime()[1](*[contiguous(a) for a in inputs])
         items = out if isinstance(out, (list, tuple)) else [out]
         arrays = [np.asarray(o.to_host()) if hasattr(o, "to_host") else np.asarray(o) for o in items]
         return [_declared_sign(a, v) for a, v in zip(arrays, self.model.graph.outputs)]
@@ -445,7 +446,7 @@ class _IreeCompiled(Compiled):
         import iree.runtime as rt
 
         config, fn = self._runtime()
-        args = [rt.asdevicearray(config.device, np.ascontiguousarray(a)) for a in inputs]
+        args = [rt.asdevicearray(config.device, contiguous(a)) for a in inputs]
         # The synchronous entry point waits on its fence before returning.
         return lambda: fn(*args)
 

@@ -110,8 +110,8 @@ def print_partitions(diff: PartitionDiff, console: Console | None = None) -> Non
         nodes = ", ".join(g["nodes"])
         by = ", ".join(f"{t} ({', '.join(_disp(i, 60) for i in ids)})" for t, ids in g["formed_by"].items())
         split = "; ".join(f"{t}: {', '.join(_disp(i, 60) for i in ids) or 'no kernel'}" for t, ids in g["split"].items())
-        console.print(f"  {{{escape(nodes)}}}\n      one kernel on {escape(by)}\n      other partition on "
-                      f"{escape(split)}", highlight=False, soft_wrap=True)
+        console.print(f"  {{{escape(nodes)}}}\n      one kernel on {escape(by)}\n"
+                      f"      other partition on {escape(split)}", highlight=False, soft_wrap=True)
     if len(diff.groups) > _MAX_ROWS:
         console.print(f"  ... {len(diff.groups) - _MAX_ROWS} more (--json lists all)", highlight=False)
 

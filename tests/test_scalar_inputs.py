@@ -61,3 +61,21 @@ def test_scalar_input_stays_0d(target: str) -> None:
     assert float(out["s1"]) == pytest.approx(-0.75)
     call = compiled.prepare({"x": x, "scale": -scale})  # the latency path places inputs itself
     call()
+
+
+@pytest.mark.parametrize("target", ("tvm-llvm", "iree-llvm-cpu"))
+def test_scalar_input_profiles(target: str) -> None:
+    """The per-kernel profile feeds the same 0-d input (IREE writes it to a ``.npy`` file
+    for ``iree-benchmark-module``, which checks the function's signature)."""
+    from compstack.latency import LatencyConfig
+
+    cls = registry.get(target)
+    if not cls.availability().ok:
+        pytest.skip(f"{target} unavailable here")
+    model = cir.canonicalize(_scalar_model(), source="scalar")
+    feeds = {"x": np.ones((3, 4), np.float32), "scale": np.array(3.0, np.float32)}
+    compiled = cls().lower(model).compile_with_kernels()
+    kmap = compiled.kernels()
+    prof = compiled.profile([feeds], LatencyConfig(warmup=1, min_runs=3, min_time_s=0.0, input_sets=1), kmap)
+    assert prof is not None and prof.runs >= 3 and prof.kernel_sum["median"] > 0
+

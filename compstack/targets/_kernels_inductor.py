@@ -263,7 +263,10 @@ def _threads_note() -> str:
     120-190 ms with 2 threads on 2 busy cores, and stayed under 13 ms with one thread)."""
     import torch
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"torch intra-op threads: {torch.get_num_threads()} on {os.cpu_count()} cores, load average {load:.1f}: "
-            "with fewer idle cores than threads, every parallel kernel can wait for a descheduled thread")
+    threads, cores = torch.get_num_threads(), os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    note = f"torch intra-op threads: {threads} on {cores} cores, load average {load:.1f}"
+    if threads > 1 and load > cores:  # more runnable work than cores
+        note += ": the cores are oversubscribed, so a parallel kernel can wait for a descheduled thread"
+    return note
 

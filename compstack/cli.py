@@ -319,10 +319,28 @@ def lower(model: str, target: str, out_dir: str, **kw: Any) -> None:
     click.echo(f"{names}: {status}" + (f" ({manifest['stage']}: {manifest['error']})" if status != "ok" else ""))
     for f in manifest.get("artifacts", []):
         click.echo(f"  artifact  {f}")
-    click.echo(f"  stages    {', '.join(manifest.get('stages', []))}")
+    click.echo(f"  stages    {', '.join(manifest.get('stages', [])) or '(none written)'}")
+    if status != "ok":
+        _echo_failure(manifest)
     click.echo(f"  manifest  {out / 'manifest.json'}")
     if status != "ok":
         sys.exit(1)
+
+
+def _echo_failure(manifest: dict[str, Any]) -> None:
+    """The failing stage, the stack's log tail, the command that reproduces it, a hint."""
+    if manifest.get("failed_stage"):
+        click.echo(f"  failed    at stage {manifest['failed_stage']}")
+    log = [ln for ln in (manifest.get("log") or "").splitlines() if ln.strip()]
+    if log and manifest.get("command"):  # a tool's stderr (a traceback is in the manifest)
+        for ln in log[-6:]:
+            click.echo(f"  | {ln[:300]}")
+    if manifest.get("command"):
+        click.echo(f"  command   {manifest['command']}")
+        click.echo(f"            (its input files are in {manifest['temps']})" if manifest.get("temps") else
+                   "            (rerun with COMPSTACK_SAVE_TEMPS=DIR to keep the files it reads)")
+    if manifest.get("hint"):
+        click.echo(f"  hint      {manifest['hint']}")
 
 
 def _add_soc(topts: dict[str, dict[str, str]], target: str, soc: str) -> None:

@@ -29,7 +29,14 @@ __all__ = [
 
 
 class CompstackError(Exception):
-    """Base class of every error compstack raises on purpose."""
+    """Base class of every error compstack raises on purpose.
+
+    Attributes:
+        hint: what the user can change to get past this failure, where compstack knows
+            (e.g. a target option); empty otherwise. Shown beside the error.
+    """
+
+    hint: str = ""
 
 
 class UserError(CompstackError):

@@ -250,4 +250,14 @@ def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> Path:
     return p
 
 
-__all__ += ["check_feeds"]
+def contiguous(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as a C-contiguous array of the same shape, copied only when it is not one.
+
+    Every target hands inputs to its runtime through this, never through
+    ``np.ascontiguousarray``, which returns at least one dimension: a 0-d (scalar) input
+    would reach the stack as shape ``[1]`` and fail there or run another signature.
+    """
+    return np.asarray(arr, order="C")
+
+
+__all__ += ["check_feeds", "contiguous"]

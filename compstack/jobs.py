@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from compstack.errors import CompstackError, ToolTimeoutError, UnavailableError, UnsupportedError, UserError
+from compstack.errors import CompstackError, ToolError, ToolTimeoutError, UnavailableError, UnsupportedError, UserError
 
 __all__ = ["Job", "JobOutcome", "execute", "STAGES", "pack_sets", "unpack_sets"]
 
@@ -219,15 +219,18 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         outcome.stage = ""
     except UnsupportedError as exc:
         outcome.status, outcome.error, outcome.unsupported_ops = "unsupported", str(exc), exc.ops
+        _tool_context(exc, outcome)
     except UnavailableError as exc:
         outcome.status, outcome.error = "unavailable", str(exc)
     except UserError:
         raise
     except ToolTimeoutError as exc:  # a compiler tool hung and was killed: the row times out
         outcome.status, outcome.error, outcome.log = "timeout", str(exc), exc.stderr_tail
+        _tool_context(exc, outcome)
     except CompstackError as exc:  # ToolError and friends: the stack failed
         outcome.status, outcome.error = "failed", str(exc)
         outcome.log = getattr(exc, "stderr_tail", "") or traceback.format_exc()
+        _tool_context(exc, outcome)
     except Exception as exc:  # noqa: BLE001 - a stack's own exception is data here
         outcome.status, outcome.error, outcome.log = "failed", _first_line(exc), traceback.format_exc()
     return outcome
@@ -248,6 +251,32 @@ def _verify_model_file(job: Job) -> None:
     if meta is None or meta.get("fingerprint") != job.fingerprint:
         raise CompstackError(f"model store entry {folder} failed verification "
                              f"({problem or 'another fingerprint'}); not run")
+
+
+def _tool_context(exc: BaseException, outcome: JobOutcome) -> None:
+    """Put what reproduces and explains a stack's failure into ``outcome.extra``: the
+    failing tool's command line (``command``; its files stay only under
+    ``COMPSTACK_SAVE_TEMPS``, then ``temps`` names the folder) from the error or the
+    error it was raised from, and the error's ``hint``."""
+    from compstack.tools import format_command
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ToolError):
+            outcome.extra["command"] = format_command(seen.argv)
+            if seen.temps is not None:
+                outcome.extra["temps"] = str(seen.temps)
+            break
+        seen = seen.__cause__
+    hint = getattr(exc, "hint", "") or getattr(exc.__cause__, "hint", "")
+    if hint:
+        outcome.extra["hint"] = hint
+
+
+def _pending_stage(lowered: Any, done: Sequence[str], compiled: Any = None) -> str:
+    """The stage :func:`write_stages` was producing when it failed: the first not in ``done``."""
+    names = [*lowered.stage_names(), *(compiled.stages if compiled is not None else [])]
+    return next((n for n in names if n not in done), "")
 
 
 def _attach_source(job: Job, target: Any, model: Any) -> None:
@@ -304,12 +333,16 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
         lowered = target.lower(model)
         outcome.lower_s = lowered.lower_s
         if job.stages_dir:
-            outcome.stages = write_stages(lowered, Path(job.stages_dir), [])
+            _write_all(lowered, Path(job.stages_dir), outcome)
         stage("compile")
-        compiled = lowered.compile()
+        try:
+            compiled = lowered.compile()
+        except Exception:
+            outcome.extra["failed_stage"] = "compile"
+            raise
         outcome.compile_s = compiled.compile_s
         if job.stages_dir:
-            outcome.stages = write_stages(lowered, Path(job.stages_dir), outcome.stages, compiled)
+            _write_all(lowered, Path(job.stages_dir), outcome, compiled)
         if cache is not None:
             _to_cache(cache, target, key, compiled, job, outcome)
     if job.artifact_dir:
@@ -385,12 +418,27 @@ def _to_cache(cache: Any, target: Any, key: str, compiled: Any, job: Job, outcom
         outcome.cache_note = f"artifact not cached: {exc.strerror or exc}"
 
 
+def _write_all(lowered: Any, folder: Path, outcome: JobOutcome, compiled: Any = None) -> None:
+    """:func:`write_stages` into ``outcome.stages``; a stage whose text fails (IREE makes
+    each phase on demand) is named in ``outcome.extra["failed_stage"]``, and the stages
+    written before it stay listed."""
+    try:
+        write_stages(lowered, folder, outcome.stages, compiled)
+    except Exception:
+        outcome.extra["failed_stage"] = _pending_stage(lowered, outcome.stages, compiled)
+        raise
+
+
 def write_stages(lowered: Any, folder: Path, done: list[str], compiled: Any = None,
                  only: Sequence[str] | None = None) -> list[str]:
     """Write every stage not in ``done`` (and in ``only`` when given) as
-    ``NN-<stage><suffix>`` (NN = the stage's position); returns all names written."""
+    ``NN-<stage><suffix>`` (NN = the stage's position); returns all names written.
+
+    ``done`` is extended in place as each file is written, so it names every stage
+    reached even when a later stage's text raises.
+    """
     folder.mkdir(parents=True, exist_ok=True)
-    names = list(done)
+    names = done
     owners = [(lowered, lowered.stage_names())]
     if compiled is not None:
         owners.append((compiled, list(compiled.stages)))

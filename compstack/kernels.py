@@ -25,7 +25,7 @@ import onnx_ir as ir
 from compstack.passes.nodecost import constant_nodes, group_bytes, is_compute, node_cost_flops
 
 __all__ = ["KINDS", "SCHEMA_VERSION", "Kernel", "Unmapped", "KernelMap", "build_map", "KernelTime",
-           "KernelProfile", "ProfileSamples", "make_profile", "GraphIndex", "infer_by_position"]
+           "KernelProfile", "CONSISTENCY", "ProfileSamples", "make_profile", "GraphIndex", "infer_by_position"]
 
 #: Version of the JSON layout of :class:`KernelMap` and :class:`KernelProfile`.
 SCHEMA_VERSION = 1
@@ -375,6 +375,13 @@ class ProfileSamples:
     notes: list[str] = field(default_factory=list)
 
 
+#: Limits of :meth:`KernelProfile.inconsistencies`: the kernel sum may exceed the profiled
+#: runs' wall time by 2 % (clock granularity) and the end-to-end latency by 25 % (a
+#: profiler's own per-event cost lands inside kernel events); the profiled and the
+#: end-to-end runs may differ by a factor of 3 either way.
+CONSISTENCY = {"sum_over_run": 1.02, "sum_over_e2e": 1.25, "window": 3.0}
+
+
 @dataclass
 class KernelProfile:
     """Per-kernel times of one target, beside its end-to-end latency.
@@ -409,6 +416,55 @@ class KernelProfile:
         e2e = self.end_to_end.get("median")
         return self.kernel_sum["median"] / e2e if e2e else None
 
+    @property
+    def sum_over_profiled_run(self) -> float | None:
+        """Median kernel-time sum divided by the median wall time of the same profiled runs."""
+        run = (self.profiled_run or {}).get("median")
+        return self.kernel_sum["median"] / run if run else None
+
+    def inconsistencies(self) -> list[str]:
+        """Why this profile's kernel times do not describe the model's runs; empty when they do.
+
+        Three cross-checks (limits in :data:`CONSISTENCY`):
+
+        * the kernel sum against the wall time of the same profiled runs: kernels of one
+          run execute one after another, so a larger sum means times counted more than
+          once (per thread, or an event nested in another) or overlapping launches;
+        * the kernel sum against the end-to-end latency (profiler off): a larger sum
+          means the profiled runs were slower than the program is (profiler overhead,
+          compilation or first-run work inside the profiled runs, a slower machine state);
+        * the profiled runs against the end-to-end runs, both ways: the two measurements
+          saw different programs or different machine states (e.g. a thread pool waiting
+          for threads the OS descheduled on a loaded machine), so neither explains the other.
+
+        Imported profiles (no end-to-end latency, no per-run wall time) are not checked.
+        """
+        out = []
+        total = self.kernel_sum.get("median")
+        run = (self.profiled_run or {}).get("median")
+        e2e = self.end_to_end.get("median")
+        if total is None:
+            return out
+        if run and total > run * CONSISTENCY["sum_over_run"]:
+            out.append(f"kernel sum {total:.4f} ms exceeds the wall time of the same profiled runs ({run:.4f} ms): "
+                       "kernel times are counted more than once (per thread or nested events) or overlap")
+        if e2e and total > e2e * CONSISTENCY["sum_over_e2e"]:
+            why = (f"the profiled runs themselves took {run:.4f} ms" if run else "the profiled runs were slower")
+            out.append(f"kernel sum {total:.4f} ms exceeds the end-to-end latency {e2e:.4f} ms "
+                       f"({total / e2e:.2f}x; {why}): the profile measured slower runs than the program's "
+                       "(profiler overhead, compilation or first-run work in the profiled runs, or a busier machine)")
+        factor = CONSISTENCY["window"]
+        if run and e2e and not (e2e / factor <= run <= e2e * factor):
+            out.append(f"profiled runs took {run:.4f} ms, end-to-end runs {e2e:.4f} ms ({run / e2e:.3g}x): the two "
+                       "measurements saw different machine states (e.g. threads descheduled on a loaded machine; "
+                       "see each one's cv) and do not explain each other")
+        return out
+
+    @property
+    def consistent(self) -> bool:
+        """True when :meth:`inconsistencies` finds nothing (throughput and roofline may be shown)."""
+        return not self.inconsistencies()
+
     def time_of(self, kernel_id: str) -> KernelTime | None:
         return next((k for k in self.kernels if k.id == kernel_id), None)
 
@@ -417,6 +473,8 @@ class KernelProfile:
                 "runs": self.runs, "warmup": self.warmup, "kernels": [k.to_json() for k in self.kernels],
                 "kernel_sum_ms": self.kernel_sum, "end_to_end_ms": self.end_to_end,
                 "profiled_run_ms": self.profiled_run, "sum_over_end_to_end": self.sum_over_e2e,
+                "sum_over_profiled_run": self.sum_over_profiled_run, "consistent": self.consistent,
+                "inconsistencies": self.inconsistencies(),
                 "other_ms": self.other, "notes": self.notes}
 
     @classmethod

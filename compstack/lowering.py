@@ -4,6 +4,10 @@ The folder receives the artifact (``model.vmfb``, ``model.so``, ``optimized.onnx
 ``stages/NN-<stage>.<ext>`` with the IR at every stage, and ``manifest.json``: target,
 device, flags, stack versions, model fingerprint, the inputs' names, shapes and dtypes,
 and, where the stack has one, the command line of its own tool that runs the artifact.
+When lowering or compiling fails, the manifest still lists the stages written
+(``stages``), names the stage that failed (``failed_stage``: an IR stage, or ``compile``),
+and carries the stack's error and log tail, the failing tool's command line (``command``)
+and a hint where compstack knows one.
 The job runs in a worker process like every other job.
 """
 
@@ -93,6 +97,11 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
         "artifacts": [str(Path(a).relative_to(out)) if Path(a).is_relative_to(out) else a
                       for a in outcome.artifacts],
         "stages": outcome.stages,
+        "failed_stage": outcome.extra.get("failed_stage", ""),
+        "command": outcome.extra.get("command", ""),
+        "temps": outcome.extra.get("temps", ""),
+        "hint": outcome.extra.get("hint", ""),
+        "log": outcome.log if outcome.status != "ok" else "",
         "run_command": outcome.extra.get("run_command", ""),
         "runs_here": outcome.extra.get("runs_here"),
         "run_reason": outcome.extra.get("run_reason", ""),

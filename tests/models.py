@@ -16,6 +16,7 @@ __all__ = [
     "OPSET",
     "mlp",
     "conv_bn_relu",
+    "conv_bn_relu_linear",
     "embedding",
     "two_outputs",
     "with_ops",
@@ -176,3 +177,20 @@ def reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str,
 
     outs = ReferenceEvaluator(model).run(None, feeds)
     return {o.name: np.asarray(v) for o, v in zip(model.graph.output, outs, strict=False)}
+
+
+def conv_bn_relu_linear(n: int = 2, c: int = 3, hw: int = 8, k: int = 4, out: int = 10) -> onnx.ModelProto:
+    """Conv 3x3 (bias) -> BatchNormalization -> Relu -> Flatten -> Gemm (a Linear layer).
+
+    x float32 [n, c, hw, hw] -> y float32 [n, out]. Node names: conv, bn, relu, flatten, linear.
+    """
+    base = conv_bn_relu(n=n, c=c, hw=hw, k=k)
+    rng = np.random.default_rng(5)
+    nodes = list(base.graph.node)
+    nodes[-1].output[0] = "r"
+    nodes += [helper.make_node("Flatten", ["r"], ["f"], name="flatten", axis=1),
+              helper.make_node("Gemm", ["f", "wl", "bl"], ["y"], name="linear", transB=1)]
+    inits = list(base.graph.initializer) + [numpy_helper.from_array(_f32(rng, out, k * hw * hw, scale=0.1), "wl"),
+                                            numpy_helper.from_array(_f32(rng, out, scale=0.1), "bl")]
+    return _model("conv_bn_relu_linear", nodes, list(base.graph.input),
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, out])], inits)

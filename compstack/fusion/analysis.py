@@ -123,17 +123,27 @@ def fusion_groups(kmap: KernelMap) -> dict[frozenset[str], list[str]]:
 
 
 def compare_partitions(maps: Mapping[str, KernelMap], index: GraphIndex) -> PartitionDiff:
-    """Every fusion group not formed by all targets in ``maps`` (see :class:`PartitionDiff`)."""
+    """Every fusion group not formed by all targets in ``maps`` (see :class:`PartitionDiff`).
+
+    A target forms a group when exactly one of its kernels computes exactly those nodes
+    and no other kernel computes any of them; nodes that several of its kernels compute
+    (XLA: a Gemm's dot in one kernel, its bias add in another; a Conv's convolution in one,
+    its bias add fused with the BatchNorm after it) are split on that target, and
+    ``split`` names the kernels.
+    """
     per = {t: fusion_groups(m) for t, m in maps.items()}
     covering = {t: node_kernels(m) for t, m in maps.items()}
     union: dict[frozenset[str], dict[str, list[str]]] = {}
     for t, groups in per.items():
         for nodes, ids in groups.items():
-            union.setdefault(nodes, {})[t] = ids
+            union.setdefault(nodes, {})
+            # a node whose work several kernels share (split over launches) is in no group
+            if all(covering[t].get(n) == ids for n in nodes) and len(ids) == 1:
+                union[nodes][t] = ids
     common = sum(1 for by in union.values() if len(by) == len(maps))
     rows: list[dict[str, Any]] = []
     for nodes, by in union.items():
-        if len(by) == len(maps):
+        if len(by) == len(maps) or not by:
             continue
         ordered = index.sort(nodes)
         split = {t: sorted({kid for n in ordered for kid in covering[t].get(n, [])}) for t in maps if t not in by}
@@ -167,7 +177,15 @@ def _edges(index: GraphIndex) -> list[tuple[str, str, str]]:
 
 def missed_fusions(maps: Mapping[str, KernelMap], index: GraphIndex) -> list[MissedPair]:
     """Edges fused by at least one target and split by at least one other, largest
-    intermediate tensor first (see :class:`MissedPair`)."""
+    intermediate tensor first (see :class:`MissedPair`).
+
+    A target fuses producer -> consumer only when one kernel computes the whole producer
+    and also the consumer: the producer's result then never leaves that kernel. A producer
+    whose work the stack's records spread over several kernels (XLA runs a Conv's
+    convolution as its own instruction and its bias add in the next fusion, which reads the
+    convolution's output back) is split there, even when its last part shares a kernel
+    with the consumer.
+    """
     covering = {t: node_kernels(m) for t, m in maps.items()}
     out = []
     for prod, cons, tensor in _edges(index):
@@ -177,9 +195,8 @@ def missed_fusions(maps: Mapping[str, KernelMap], index: GraphIndex) -> list[Mis
             a, b = cov.get(prod), cov.get(cons)
             if not a or not b:
                 continue
-            both = [k for k in a if k in b]
-            if both:
-                fused[t] = both[0]
+            if len(a) == 1 and a[0] in b:
+                fused[t] = a[0]
             else:
                 split[t] = [a, b]
         if fused and split:

@@ -110,8 +110,8 @@ def print_partitions(diff: PartitionDiff, console: Console | None = None) -> Non
         nodes = ", ".join(g["nodes"])
         by = ", ".join(f"{t} ({', '.join(_disp(i, 60) for i in ids)})" for t, ids in g["formed_by"].items())
         split = "; ".join(f"{t}: {', '.join(_disp(i, 60) for i in ids) or 'no kernel'}" for t, ids in g["split"].items())
-        console.print(f"  {{{escape(nodes)}}}\n      one kernel on {escape(by)}\n      other partition on "
-                      f"{escape(split)}", highlight=False, soft_wrap=True)
+        console.print(f"  {{{escape(nodes)}}}\n      one kernel on {escape(by)}\n"
+                      f"      other partition on {escape(split)}", highlight=False, soft_wrap=True)
     if len(diff.groups) > _MAX_ROWS:
         console.print(f"  ... {len(diff.groups) - _MAX_ROWS} more (--json lists all)", highlight=False)
 
@@ -132,8 +132,12 @@ def print_missed(pairs: Sequence[MissedPair], console: Console | None = None) ->
 
 
 def roofline_rows(row: Any, peak: Peak | None) -> dict[str, dict[str, Any]]:
-    """Kernel id -> :func:`compstack.fusion.roofline.place` result, for a profiled row."""
+    """Kernel id -> :func:`compstack.fusion.roofline.place` result, for a profiled row;
+    empty for an inconsistent profile (:meth:`compstack.kernels.KernelProfile.inconsistencies`):
+    throughput from kernel times that do not describe the runs would be made up."""
     if peak is None or row.profile is None or row.kernels is None or row.flags.get("imported"):
+        return {}
+    if not row.profile.consistent:
         return {}
     out = {}
     for kt in row.profile.kernels:
@@ -182,12 +186,21 @@ def print_profile(row: Any, peak: Peak | None, console: Console | None = None) -
         line += f"; kernel sum / end-to-end = {ratio:.2f}"
     console.print(line, highlight=False, soft_wrap=True)
     if prof.profiled_run:
-        console.print(f"  profiled run (profiler on): median {prof.profiled_run['median']:.4f} ms", highlight=False)
+        run_ratio = prof.sum_over_profiled_run
+        console.print(f"  profiled run (profiler on): median {prof.profiled_run['median']:.4f} ms"
+                      + (f"; kernel sum / profiled run = {run_ratio:.2f}" if run_ratio is not None else ""),
+                      highlight=False)
+    problems = prof.inconsistencies()
+    for p in problems:
+        console.print(f"  [bold red]inconsistent profile[/]: {escape(p)}", highlight=False, soft_wrap=True)
+    if problems and peak is not None and not row.flags.get("imported"):
+        console.print("  no throughput or roofline shown: the kernel times do not describe the model's runs "
+                      "(rerun on an idle machine, or with fewer threads)", highlight=False, soft_wrap=True)
     if prof.other:
         top = sorted(prof.other.items(), key=lambda kv: -kv[1])[:6]
         console.print("  not kernels (runtime calls): " + ", ".join(f"{escape(n)} {v:.4f} ms" for n, v in top),
                       highlight=False, soft_wrap=True)
-    if peak is not None and not row.flags.get("imported"):
+    if peak is not None and not row.flags.get("imported") and not problems:
         console.print(f"  roofline: peak {peak.gflops:.1f} GFLOP/s (float32 GEMM), {peak.gbs:.1f} GB/s (copy), "
                       f"ridge {peak.ridge:.1f} FLOP/byte; GB/s from compulsory bytes (a lower bound); above 100 % "
                       "of roof: the kernel's data stayed in cache (the copy roof is memory bandwidth) or the peak "

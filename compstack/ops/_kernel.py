@@ -132,7 +132,9 @@ def run_kernel(op: CustomOp, *arrays: np.ndarray, **attrs: Any) -> list[np.ndarr
         OpDefinitionError: inputs the declaration or the shape rule rejects.
         KernelError: the kernel returned an error status.
     """
-    arrays = tuple(np.ascontiguousarray(a) for a in arrays)
+    from compstack.inputs import contiguous
+
+    arrays = tuple(contiguous(a) for a in arrays)
     types = [TensorType(tuple(a.shape), a.dtype.name) for a in arrays]
     out_types = op.infer(types, attrs)
     outs = [np.empty(tuple(int(d) for d in t.shape), dtype=t.dtype) for t in out_types]  # type: ignore[arg-type]

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from compstack import tools
+from compstack.inputs import contiguous
 from compstack.kernels import GraphIndex, Kernel, KernelMap, ProfileSamples, build_map
 
 __all__ = ["kernel_map", "profile", "parse_locations", "dispatch_regions", "dispatch_calls"]
@@ -228,7 +229,7 @@ def profile(compiled: Any, inputs: list[list[np.ndarray]], warmup: int, runs: in
         flags = []
         for i, arr in enumerate(inputs[0]):
             path = folder / f"input{i}.npy"
-            np.save(path, np.ascontiguousarray(arr))
+            np.save(path, contiguous(arr))
             flags.append(f"--input=@{path}")
         prof = folder / "run.ireeprof"
         timeout = compiled.target.options.compile_timeout_s

@@ -13,14 +13,15 @@ target's ``flags`` (so every result row says which one ran).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
+import numpy as np
 import onnx_ir as ir
 
-from compstack.errors import UnsupportedError
+from compstack.errors import UnsupportedError, UserError
 from compstack.target import Target, TargetOptions
 
-__all__ = ["PATHS", "PathOptions", "TwoPathTarget"]
+__all__ = ["PATHS", "PathOptions", "TwoPathTarget", "canonical_for_translation", "specialize_inputs"]
 
 #: Values of the ``path`` option.
 PATHS = ("auto", "native", "translated")
@@ -116,13 +117,60 @@ class TwoPathTarget(Target):
         return importlib.import_module(cls.table_module).TABLE.ops()
 
 
-def canonical_for_translation(model: ir.Model) -> ir.Model:
-    """``model`` with its local functions inlined and shapes inferred at its own opset (no
-    upgrade), so converters see static shapes even for models that were not
-    canonicalised (conformance cases)."""
+def specialize_inputs(model: ir.Model, given: Mapping[str, np.ndarray] | None) -> ir.Model:
+    """``model`` with every symbolic or unknown dim of a graph input fixed to the shape of
+    the job's array for it (``--inputs``, ``--input-shape``, a source's example inputs) and
+    shapes re-inferred through the graph, at the model's own opset. The rule both
+    translated paths follow: their converters, like the compile, see the shapes the job
+    runs with. Returns ``model`` itself when nothing changes; never modifies it.
+
+    Raises:
+        UserError: an array whose rank or static dims contradict the model's input.
+    """
+    if not given:
+        return model
+    from compstack import ir as cir
+
+    fixed: dict[str, tuple[int, ...]] = {}
+    for v in model.graph.inputs:
+        if v.is_initializer() or v.name not in given:
+            continue
+        shape = tuple(np.shape(given[v.name]))
+        if v.shape is not None:
+            dims = list(v.shape)
+            if len(dims) != len(shape) or any(isinstance(d, int) and d != s for d, s in zip(dims, shape)):
+                raise UserError(f"input '{v.name}': array of shape {list(shape)} does not fit the model's "
+                                f"{[d if isinstance(d, int) else str(d) for d in dims]}")
+            if all(isinstance(d, int) for d in dims):
+                continue
+        fixed[v.name] = shape
+    if not fixed:
+        return model
+    proto = cir.to_proto(model)
+    for vi in proto.graph.input:
+        if vi.name in fixed:
+            tshape = vi.type.tensor_type.shape
+            tshape.ClearField("dim")
+            for d in fixed[vi.name]:
+                tshape.dim.add().dim_value = d
+    del proto.graph.value_info[:]  # inferred again from the fixed inputs
+    for vo in proto.graph.output:
+        for d in vo.type.tensor_type.shape.dim:
+            if not d.HasField("dim_value"):
+                d.Clear()
+    opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
+    return cir.canonicalize(proto, source=model.graph.name or "<model>", opset=opset)
+
+
+def canonical_for_translation(model: ir.Model, given: Mapping[str, np.ndarray] | None = None) -> ir.Model:
+    """``model`` with its local functions inlined, its input dims fixed to the job's arrays
+    (:func:`specialize_inputs`) and shapes inferred at its own opset (no upgrade), so
+    converters see static shapes even for models that were not canonicalised
+    (conformance cases) or that have symbolic dims."""
     from compstack import ir as cir
 
     model = cir.inline_functions(model)  # converters are per op: model-local functions are expanded first
+    model = specialize_inputs(model, given)
     if all(v.shape is not None for node in model.graph for v in node.outputs if v is not None and v.name):
         return model
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))

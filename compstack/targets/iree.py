@@ -40,6 +40,7 @@ import onnx_ir as ir
 from compstack import ir as cir
 from compstack import tools
 from compstack.errors import ToolError, UnavailableError, UnsupportedError, UserError
+from compstack.inputs import contiguous
 from compstack.passes._norm_mlir import elide_hex_constants, split_resources, strip_locations
 from compstack.target import Availability, Compiled, Lowered, PassRecord, Target, TargetOptions
 
@@ -175,6 +176,10 @@ class IreeLlvmCpuTarget(Target):
                 f"--iree-llvmcpu-target-cpu={self.options.target_cpu}",
                 *self.options.extra_flags]
 
+    def tool_hint(self, stderr: str) -> str:
+        """What to change when ``iree-compile`` failed with ``stderr`` (empty: no known fix)."""
+        return ""
+
     def flags(self) -> dict[str, Any]:
         """The full ``iree-compile`` flag list, importer and runtime driver."""
         return {"iree-compile": self.compile_flags(),
@@ -289,6 +294,7 @@ class _IreeLowered(Lowered):
         try:
             tools.run_tool(argv, timeout=self.target.options.compile_timeout_s, temps=self.scratch)
         except ToolError as exc:
+            exc.hint = self.target.tool_hint(exc.stderr_tail)
             unsupported = _unsupported(exc, self.target.name)
             if unsupported is not None:
                 raise unsupported from exc
@@ -438,7 +444,7 @@ class _IreeCompiled(Compiled):
         self.run_command = tools.format_command(argv)
 
     def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        out = self._runtime()[1](*[np.ascontiguousarray(a) for a in inputs])
+        out = self._runtime()[1](*[contiguous(a) for a in inputs])
         items = out if isinstance(out, (list, tuple)) else [out]
         arrays = [np.asarray(o.to_host()) if hasattr(o, "to_host") else np.asarray(o) for o in items]
         return [_declared_sign(a, v) for a, v in zip(arrays, self.model.graph.outputs)]
@@ -447,7 +453,7 @@ class _IreeCompiled(Compiled):
         import iree.runtime as rt
 
         config, fn = self._runtime()
-        args = [rt.asdevicearray(config.device, np.ascontiguousarray(a)) for a in inputs]
+        args = [rt.asdevicearray(config.device, contiguous(a)) for a in inputs]
         # The synchronous entry point waits on its fence before returning.
         return lambda: fn(*args)
 
@@ -534,6 +540,17 @@ class IreeVulkanTarget(_IreeGpuTarget):
     device = "vulkan"
     description = "IREE, vulkan-spirv backend (SPIR-V), vulkan runtime driver"
     hal_device, target_flag, driver = "vulkan", "--iree-vulkan-target", "vulkan"
+
+    def tool_hint(self, stderr: str) -> str:
+        """IREE's generic Vulkan target (no ``gpu_target``) has no 64-bit integers: SPIR-V
+        code generation then fails on ``i64`` vectors (zoo:bert: ``vector.insert_strided_slice``
+        on ``vector<2xi64>``); a concrete GPU target enables ``Int64`` (``ampere`` compiles
+        zoo:bert, measured with IREE 3.13)."""
+        if not self.options.gpu_target and re.search(r"\bi64\b|xi64>", stderr):
+            return (f"IREE's generic Vulkan target has no int64; compile for your GPU, e.g. "
+                    f"--option {self.name}:gpu_target=ampere (NVIDIA; rdna3 for AMD, valhall4 for Arm Mali, adreno: "
+                    "see iree-compile --help, --iree-vulkan-target)")
+        return ""
 
 
 class IreeCudaTarget(_IreeGpuTarget):

@@ -39,6 +39,7 @@ import numpy as np
 import onnx_ir as ir
 
 from compstack import ir as cir
+from compstack.inputs import contiguous
 from compstack.target import Availability, Compiled, Lowered, PassRecord, Target, TargetOptions
 
 __all__ = ["TvmLlvmTarget", "TvmOptions", "TvmCudaTarget", "TvmCudaOptions", "TvmVulkanTarget"]
@@ -427,7 +428,7 @@ class _TvmCompiled(Compiled):
     def _tensors(self, inputs: list[np.ndarray]) -> list[Any]:
         import tvm
 
-        return [tvm.runtime.tensor(np.ascontiguousarray(a), self.device) for a in inputs]
+        return [tvm.runtime.tensor(contiguous(a), self.device) for a in inputs]
 
     def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         return _outputs(self._main(*self._tensors(inputs)))

@@ -35,6 +35,7 @@ import onnx_ir as ir
 
 from compstack import ir as cir
 from compstack.errors import UnsupportedError
+from compstack.inputs import contiguous
 from compstack.target import Availability, Compiled, Lowered, Target, TargetOptions
 
 __all__ = ["NOT_INSTALLED", "TensorRTTarget", "TrtOptions"]
@@ -211,7 +212,7 @@ class _TrtCompiled(Compiled):
         for i in range(engine.num_io_tensors):
             name = engine.get_tensor_name(i)
             if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT:
-                host = np.ascontiguousarray(feeds[name])
+                host = contiguous(feeds[name])
                 context.set_input_shape(name, tuple(host.shape))
                 tensors[name] = torch.from_numpy(host).to("cuda")
         for i in range(engine.num_io_tensors):

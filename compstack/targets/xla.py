@@ -100,7 +100,7 @@ class XlaCpuTarget(TwoPathTarget):
             from compstack.translate.jax import to_jax
 
             with _x64(True):
-                model = canonical_for_translation(model)
+                model = canonical_for_translation(model, self.example_inputs)
                 specs = _input_specs(model, self.example_inputs)
                 prog = to_jax(model)
                 jitted = jax.jit(prog.fn)

@@ -104,7 +104,7 @@ class InductorCpuTarget(TwoPathTarget):
 
         from compstack.translate.fx import to_fx
 
-        model = canonical_for_translation(model)
+        model = canonical_for_translation(model, feeds)
         names = [v.name for v in model.graph.inputs if not v.is_initializer()]
         gm = to_fx(model)
         with torch.no_grad():

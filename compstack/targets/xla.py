@@ -126,7 +126,7 @@ class XlaCpuTarget(TwoPathTarget):
         from compstack.translate.jax import to_jax
 
         with _x64(True), jax.disable_jit():
-            model = canonical_for_translation(model)
+            model = canonical_for_translation(model, feeds)
             prog = to_jax(model)
             # device arrays, not numpy: numpy operands would be folded by onnx.reference
             # (compstack.translate.interpret), and the converters would never run

@@ -201,6 +201,15 @@ class Target:
     #: target options (``--option`` strings) and worker environment variables. Empty:
     #: the stack has no such switch.
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {}
+    #: The option that switches passes off by name (a comma-separated list), where the
+    #: stack has one; with :meth:`applied_passes` it lets ``compstack explain`` name the
+    #: pass behind a discrepancy. Empty: no pass-level switch.
+    pass_option: ClassVar[str] = ""
+
+    def applied_passes(self, model: ir.Model) -> list[str] | None:
+        """The passes that changed ``model``, by the names :attr:`pass_option` takes, from
+        the stack's own record; None when the stack has no pass-level view."""
+        return None
 
     def __init__(self, options: TargetOptions | None = None) -> None:
         #: The source's framework program (:class:`compstack.native.NativeProgram`), set

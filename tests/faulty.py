@@ -90,3 +90,20 @@ def _sin_is_cos():  # noqa: ANN202
     finally:
         for e, fn in zip(entries, saved):
             e.fn = fn
+
+
+class WrongPassTarget(OrtCpuTarget):
+    """ort-cpu with a made-up graph transformer ``SinFolding`` that turns Sin into Cos;
+    it reports the pass among the applied ones and honours ``disabled_optimizers``."""
+
+    name = "faulty-pass"
+
+    def applied_passes(self, model: ir.Model) -> list[str]:
+        real = super().applied_passes(model)
+        return [*real, "SinFolding"] if any(n.op_type == "Sin" for n in model.graph) else real
+
+    def lower_impl(self, model: ir.Model):  # noqa: ANN201
+        copy = ir.from_proto(ir.to_proto(model))
+        if self.options.opt_level != "disable" and "SinFolding" not in self.options.disabled_optimizers:
+            copy = _retype(copy, lambda n, p: "Cos" if n.op_type == "Sin" else "")
+        return super().lower_impl(copy)

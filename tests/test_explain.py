@@ -26,7 +26,8 @@ from compstack.explain.verdict import judge
 from conftest import TESTS
 
 for _name, _cls in [("faulty-sin", "WrongSinTarget"), ("faulty-fused", "WrongFusionTarget"),
-                    ("faulty-opt", "WrongOptimizerTarget"), ("faulty-xla-translation", "WrongTranslationTarget")]:
+                    ("faulty-opt", "WrongOptimizerTarget"), ("faulty-xla-translation", "WrongTranslationTarget"),
+                    ("faulty-pass", "WrongPassTarget")]:
     if _name not in registry.names():
         registry.register(_name, f"faulty:{_cls}")
 
@@ -167,6 +168,31 @@ def test_optimizer_fault_is_attributed_to_the_optimizer() -> None:
     assert rep["reduce"]["ops"] == ["Sin"]
     assert rep["attribution"]["culprit"] == "optimizer"
     assert rep["attribution"]["checks"][-1]["holds"] is False
+
+
+def test_the_pass_at_fault_is_named() -> None:
+    ops = (_FILLER * 4)[:20]
+    ops[9] = "Sin"
+    rep = explain(_chain(ops), {"x": _x((4, 8))}, ["faulty-pass"])
+    att = rep["attribution"]
+    assert att["culprit"] == "optimizer" and att["pass_name"] == "SinFolding"
+    assert att["checks"][-1]["run"] == "faulty-pass (disabled_optimizers=SinFolding)"
+
+
+def test_ort_reports_the_transformers_that_changed_a_model() -> None:
+    from compstack import ir as cir
+    from compstack.targets.ort import OrtCpuTarget, OrtOptions
+
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["z"])]
+    graph = helper.make_graph(nodes, "cr", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, 6, 6])], [w])
+    model = cir.canonicalize(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), source="cr")
+    applied = OrtCpuTarget().applied_passes(model)
+    assert "ConvActivationFusion" in applied  # ORT's own log: Conv+Relu fused
+    off = OrtCpuTarget(OrtOptions(disabled_optimizers=("ConvActivationFusion",)))
+    assert "ConvActivationFusion" not in off.applied_passes(model)
+    assert "FusedConv" not in off.lower(model).compile().as_text("optimized")
 
 
 def test_translation_bug_is_attributed_to_compstack() -> None:

@@ -11,11 +11,15 @@ checking whether the discrepancy is still there:
    ``--iree-opt-level=O0``, XLA ``--xla_backend_optimization_level=0``). Right then
    means an optimisation introduced it; still wrong means the stack's frontend, code
    generation or runtime.
-3. **the op alone vs in context** comes from bisect (an op that is wrong alone is an
+3. **which pass**: where the stack switches passes off by name (``Target.pass_option``,
+   ORT's ``disabled_optimizers``) and says which passes changed the model
+   (``Target.applied_passes``: ORT's own log of each graph transformer that modified the
+   graph), each such pass is switched off alone; the one whose removal makes the result
+   agree is named.
+4. **the op alone vs in context** comes from bisect (an op that is wrong alone is an
    op bug; right alone but wrong in context is an interaction: fusion, layout).
 
-Pass-level search (naming the one pass) is not done yet for any stack; where a stack
-has no switch the report says which question could not be asked.
+Where a stack has no switch the report says which question could not be asked.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ class Attribution:
     culprit: str
     summary: str
     checks: list[dict[str, Any]] = field(default_factory=list)
+    #: the pass named as the cause, where the pass search found one.
+    pass_name: str = ""
 
 
 def _check(explainer: Any, run: Run, p: Piece, target: str) -> dict[str, Any]:
@@ -92,5 +98,28 @@ def attribute(explainer: Any, p: Piece, target: str) -> Attribution:
     if plain["holds"]:
         return Attribution("stack", f"{target} is wrong even with its optimiser off ({run.label()}): the fault is in "
                            "its frontend, code generation or runtime, not an optimisation.", checks)
+    culprit = _find_pass(explainer, cls, target, opts, p, checks)
+    if culprit:
+        return Attribution("optimizer", f"{target}'s pass {culprit} introduced the discrepancy: with it switched off "
+                           f"({cls.pass_option}={culprit}) the result agrees with the reference.", checks, culprit)
     return Attribution("optimizer", f"{target} agrees with the reference with its optimiser off ({run.label()}): an "
-                       "optimisation introduced the discrepancy.", checks)
+                       "optimisation introduced the discrepancy"
+                       + ("; no single pass alone explains it." if cls.pass_option else "."), checks)
+
+
+def _find_pass(explainer: Any, cls: Any, target: str, opts: dict[str, str], p: Piece,
+               checks: list[dict[str, Any]]) -> str:
+    """The one pass whose removal makes ``target`` agree, searched among the passes the
+    stack itself reports as having changed the model (``Target.applied_passes``), one
+    compile each, in the order the stack applied them; ``""`` when none does alone."""
+    option = getattr(cls, "pass_option", "")
+    if not option:
+        return ""
+    names = explainer.evaluator.passes(Run.of(target, opts), p.model) or []
+    for name in names:
+        prior = [x for x in opts.get(option, "").split(",") if x]
+        res = _check(explainer, Run.of(target, {**opts, option: ",".join([*prior, name])}), p, target)
+        checks.append(res)
+        if res["holds"] is False:
+            return name
+    return ""

@@ -136,6 +136,16 @@ class Evaluator:
                 return {"available": False, "reason": str(exc), "versions": {}, "flags": {}}
         return dict(w.ready)
 
+    def passes(self, run: Run, model: onnx.ModelProto) -> list[str] | None:
+        """The passes of ``run``'s stack that change ``model`` (``Target.applied_passes``),
+        or None when the stack has no pass-level view or the query failed."""
+        self._n += 1
+        path = self.work / f"p{self._n}.onnx"
+        onnx.save(model, str(path))
+        row = self._worker(run).run_case(json.dumps({"model": str(path), "passes": True}), self.timeout_s)
+        path.unlink(missing_ok=True)
+        return row.get("passes") if row.get("status") == "ok" else None
+
     def run(self, run: Run, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
             stages: Path | None = None, artifact: Path | None = None) -> EvalResult:
         """Evaluate ``model`` on ``run`` with ``feeds``.

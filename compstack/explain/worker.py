@@ -2,7 +2,8 @@
 
 ``python -P -m compstack.explain.worker SPEC.json`` loads the target once, then reads
 one JSON request a line on stdin, ``{"model": PATH, "inputs": NPZ, "outputs": NPZ,
-"stages": DIR or null, "artifact": DIR or null}``, and answers on a private pipe with ``{"progress": STAGE}``
+"stages": DIR or null, "artifact": DIR or null}`` (or ``{"model": PATH, "passes": true}``:
+the names of the passes that change the model, ``Target.applied_passes``), and answers on a private pipe with ``{"progress": STAGE}``
 lines and one ``{"result": {"status", "stage", "error"}}`` (the protocol of
 :mod:`compstack.conformance.worker`, so :class:`compstack.conformance.pool.WorkerProcess`
 drives it, restarting it after a crash or hang). Explain compiles dozens of pieces of
@@ -43,6 +44,10 @@ def evaluate(target: Any, request: dict[str, Any], mode: str, progress: Callable
     try:
         progress(stage)
         model = ir.load(request["model"])
+        if request.get("passes"):  # which passes change this model (Target.applied_passes)
+            stage = "lower"
+            progress(stage)
+            return {"status": "ok", "stage": "", "error": "", "passes": target.applied_passes(model)}
         with np.load(request["inputs"], allow_pickle=False) as data:
             feeds = decode_arrays({k: data[k] for k in data.files})
         if mode == "eager":

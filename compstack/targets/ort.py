@@ -37,10 +37,13 @@ class OrtOptions(TargetOptions):
         opt_level: graph optimization level: ``disable``, ``basic``, ``extended``
             or ``all`` (ORT's own default, as its users get it).
         intra_op_threads: threads per op; 0 lets ORT choose (one per core).
+        disabled_optimizers: graph transformers or rewrite rules not to apply
+            (``InferenceSession(disabled_optimizers=...)``), e.g. ``ConvActivationFusion``.
     """
 
     opt_level: str = "all"
     intra_op_threads: int = 0
+    disabled_optimizers: tuple[str, ...] = ()
 
     def validate(self) -> str:
         if self.opt_level not in _LEVELS:
@@ -48,6 +51,36 @@ class OrtOptions(TargetOptions):
         if self.intra_op_threads < 0:
             return f"intra_op_threads={self.intra_op_threads}: expected >= 0"
         return ""
+
+
+def _disabled(opts: OrtOptions) -> dict[str, Any]:
+    return {"disabled_optimizers": list(opts.disabled_optimizers)} if opts.disabled_optimizers else {}
+
+
+#: ORT's verbose log line for each graph transformer run (graph_transformer.cc).
+_APPLIED = re.compile(r"GraphTransformer (\S+) modified: 1 ")
+
+
+def applied_transformers(ort: Any, proto: onnx.ModelProto, opts: OrtOptions, providers: list[str]) -> list[str]:
+    """The graph transformers that changed ``proto``, in the order ORT applied them, read
+    from ORT's own verbose log (``GraphTransformer NAME modified: 1``) while a session is
+    created; the C++ logger writes to the process's stderr, which is captured here."""
+    import os
+
+    so = _session_options(ort, opts)
+    so.log_severity_level = 0
+    so.log_verbosity_level = 1
+    with tempfile.TemporaryFile() as log:
+        saved = os.dup(2)
+        os.dup2(log.fileno(), 2)
+        try:
+            ort.InferenceSession(proto.SerializeToString(), so, providers=providers, **_disabled(opts))
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        log.seek(0)
+        text = log.read().decode(errors="replace")
+    return list(dict.fromkeys(_APPLIED.findall(text)))
 
 
 def _session_options(ort: Any, opts: OrtOptions, level: str | None = None) -> Any:
@@ -78,6 +111,17 @@ class OrtCpuTarget(Target):
     compiled_stages = ("optimized",)
     #: ``GraphOptimizationLevel.ORT_DISABLE_ALL``.
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"opt_level": "disable"}}
+    #: The option that disables passes by name (see :meth:`applied_passes`).
+    pass_option: ClassVar[str] = "disabled_optimizers"
+
+    def applied_passes(self, model: ir.Model) -> list[str]:
+        """The graph transformers that changed ``model`` (:func:`applied_transformers`)."""
+        import onnxruntime as ort
+
+        from compstack.ops import _ort as custom_ops
+
+        proto = custom_ops.prepare(cir.to_proto(model))
+        return applied_transformers(ort, proto, self.options, list(self.providers))
     #: ORT's numpy binding takes strings but rejects ml_dtypes arrays (bfloat16, float8, int4).
     supported_dtypes = PLAIN_DTYPES | {"object"}
 
@@ -104,8 +148,11 @@ class OrtCpuTarget(Target):
         return Availability(True, versions={"onnxruntime": ort.__version__})
 
     def flags(self) -> dict[str, Any]:
-        return {"providers": list(self.providers), "graph_optimization_level": _LEVELS[self.options.opt_level],
-                "intra_op_num_threads": self.options.intra_op_threads}
+        out = {"providers": list(self.providers), "graph_optimization_level": _LEVELS[self.options.opt_level],
+               "intra_op_num_threads": self.options.intra_op_threads}
+        if self.options.disabled_optimizers:
+            out["disabled_optimizers"] = list(self.options.disabled_optimizers)
+        return out
 
     def lower_impl(self, model: ir.Model) -> Lowered:
         from compstack.ops import _ort as custom_ops
@@ -142,7 +189,8 @@ class _OrtLowered(Lowered):
             so = _session_options(ort, opts)
             so.optimized_model_filepath = str(opt_path)
             custom_ops.add_to_session(so, self.proto)
-            sess = ort.InferenceSession(self.proto.SerializeToString(), so, providers=list(self.target.providers))
+            sess = ort.InferenceSession(self.proto.SerializeToString(), so, providers=list(self.target.providers),
+                                        **_disabled(opts))
             data = opt_path.read_bytes()
         return sess, data
 

@@ -224,6 +224,25 @@ def test_float32_ill_conditioned_model_is_not_called_a_stack_bug() -> None:
     assert not rep["found"]
 
 
+def test_undefined_behaviour_is_labelled() -> None:
+    from compstack.explain import undefined_behaviour
+
+    nodes = [helper.make_node("Div", ["a", "b"], ["q"], name="idiv"),
+             helper.make_node("Cast", ["f"], ["i"], name="tocast", to=TensorProto.INT8),
+             helper.make_node("RandomNormalLike", ["f"], ["r"], name="noise")]
+    graph = helper.make_graph(nodes, "ub", [helper.make_tensor_value_info("a", TensorProto.INT32, [2]),
+                                            helper.make_tensor_value_info("b", TensorProto.INT32, [2]),
+                                            helper.make_tensor_value_info("f", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info(n, t, [2]) for n, t in
+                               (("q", TensorProto.INT32), ("i", TensorProto.INT8), ("r", TensorProto.FLOAT))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    found = undefined_behaviour(model, {"a": np.array([4, 5], np.int32), "b": np.array([2, 0], np.int32),
+                                        "f": np.array([1.0, 300.0], np.float32)})
+    assert [line.split(":")[0] for line in found] == ["idiv", "tocast", "noise"]
+    assert undefined_behaviour(model, {"a": np.array([4, 5], np.int32), "b": np.array([2, 1], np.int32),
+                                       "f": np.array([1.0, 3.0], np.float32)}) == ["noise: RandomNormalLike is random; runs need not agree"]
+
+
 # ---- the commands -----------------------------------------------------------------------
 
 

@@ -34,11 +34,18 @@ import onnx
 __all__ = ["explain", "replay", "undefined_behaviour"]
 
 
+_RANDOM = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+                     "Bernoulli"})
+
+
 def undefined_behaviour(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> list[str]:
     """Nodes whose inputs trigger behaviour the ONNX spec leaves undefined.
 
     Checked (ONNX Operators.md): integer ``Div``/``Mod`` by zero; ``Cast`` of NaN,
-    Inf or out-of-range floats to an integer type; ``Clip`` with a NaN bound.
+    Inf or out-of-range floats to an integer type; ``Clip`` with a NaN bound; and ops
+    whose outputs are random by definition (``RandomNormal[Like]``,
+    ``RandomUniform[Like]``, ``Multinomial``, ``Bernoulli``, ``Dropout`` in training
+    mode), which no two runs need agree on.
 
     Returns:
         One line per offending node (empty: none).
@@ -47,7 +54,11 @@ def undefined_behaviour(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]
     for node in proto.graph.node:
         ins = [values.get(i) for i in node.input]
         label = node.name or node.op_type
-        if node.op_type in ("Div", "Mod") and len(ins) == 2 and ins[1] is not None \
+        training = node.op_type == "Dropout" and len(ins) > 2 and ins[2] is not None and bool(np.asarray(ins[2]))
+        if node.op_type in _RANDOM or training:
+            out.append(f"{label}: {node.op_type} is random{' (training mode)' if training else ''}; "
+                       "runs need not agree")
+        elif node.op_type in ("Div", "Mod") and len(ins) == 2 and ins[1] is not None \
                 and np.asarray(ins[1]).dtype.kind in "iu" and np.any(np.asarray(ins[1]) == 0):
             out.append(f"{label}: integer {node.op_type} by zero")
         elif node.op_type == "Cast" and ins and ins[0] is not None and np.asarray(ins[0]).dtype.kind == "f":
@@ -149,7 +160,7 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
                                   f"the property {report['keep']} does not hold on the whole model")
             return _jsonable(report)
         target = clauses[0].left
-        report.update(found=True, target=target)
+        report.update(found=True, target=target, label="undefined" if report["undefined"] else "bug")
         if target in ex.failure:
             say(f"{target} fails ({ex.failure[target][0]} at {ex.failure[target][1]}): reducing that failure")
         must: list[int] = []

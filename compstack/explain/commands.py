@@ -73,6 +73,9 @@ def _print(report: dict[str, Any]) -> None:
     if not report.get("found"):
         con.print(escape(report.get("summary", "nothing to explain")))
         return
+    if report.get("label") == "undefined":
+        con.print("[yellow]the model or its inputs trigger undefined behaviour (above): this discrepancy is not "
+                  "evidence of a bug[/]")
     con.print(f"property kept: [bold]{escape(report['keep'])}[/]")
     b = report.get("bisect")
     if b and b.get("node"):

@@ -11,7 +11,8 @@ Those names are the ONNX node names the frontend gave them, with gaps, filled in
    that writes a graph output is renamed to the output tensor, ``logits``).
 2. *between* (``Kernel.inferred``): a layer whose names are all OpenVINO's own (an op the
    frontend decomposed, ``LayerNormalization`` → ``MVN_19``) gets the uncovered compute
-   nodes between the source nodes of the layers that feed it and of those it feeds.
+   nodes that lie below every source node of the layers feeding it and above every source
+   node of the layers it feeds.
 3. *epilogue*: an uncovered elementwise node reading one computed tensor, its other inputs
    constant (a bias ``Add``, a scale ``Mul``), goes to the layer of that tensor's producer
    (the plugin fuses such ops as post-ops and may not record them); then *by position*
@@ -22,7 +23,9 @@ Those names are the ONNX node names the frontend gave them, with gaps, filled in
    the nodes of the layer it feeds, else of the one that feeds it, all ``inferred``.
 
 Constant layers (``Const``, and layers whose inputs are all constant: folded at compile
-time), ``Input``/``Output`` and in-place reshapes are not kernels.
+time), ``Input``/``Output`` and in-place reshapes are not kernels. Kinds: a Snippets
+``Subgraph`` (code generated for this model) is ``generated``; an inserted data-movement
+layer is ``copy``; the rest (oneDNN, MLAS, the plugin's JIT and reference kernels) ``library``.
 
 Per-kernel time: ``PERF_COUNT: YES`` and ``InferRequest.profiling_info``. The CPU plugin
 keeps, per layer, the sum of whole microseconds over every run since compile and reports
@@ -312,15 +315,16 @@ def profile(compiled: Any, inputs: list[list[np.ndarray]], warmup: int, runs: in
     once per run, since the plugin keeps no per-run record (:func:`mark_means`)."""
     import openvino as ov
 
-    from compstack.targets.openvino import core
+    from compstack.targets.openvino import c_order, core
 
     cm = core().import_model(compiled.blob, "CPU", {**compiled.target.options.config(), "PERF_COUNT": "YES"})
     request = cm.create_infer_request()
-    sets = [[ov.Tensor(np.ascontiguousarray(a)) for a in arrays] for arrays in inputs]
+    sets = [[ov.Tensor(c_order(a)) for a in arrays] for arrays in inputs]
 
     def once(i: int) -> float:
-        for j, t in enumerate(sets[i % len(sets)]):
-            request.set_input_tensor(j, t)
+        for port, t in zip(compiled.input_ports, sets[i % len(sets)]):
+            if port is not None:
+                request.set_input_tensor(port, t)
         t0 = time.perf_counter()
         request.infer(share_outputs=True)
         return (time.perf_counter() - t0) * 1e3
@@ -333,10 +337,11 @@ def profile(compiled: Any, inputs: list[list[np.ndarray]], warmup: int, runs: in
     total = warmup + runs
     kernels: dict[str, list[float]] = {}
     for name, avg in after.items():
-        mean_us = max(0.0, (total * avg - warmup * before.get(name, 0)) / runs)
-        kernels[name] = [mean_us / 1e3] * runs
+        mean_us = (total * avg - warmup * before.get(name, 0)) / runs
+        if mean_us > 0:  # else: under the counters' resolution once warm
+            kernels[name] = [mean_us / 1e3] * runs
     kmap = compiled.kernels()
-    silent = [k.id for k in kmap.kernels if k.id not in after] if kmap is not None else []
+    silent = [k.id for k in kmap.kernels if k.id not in kernels] if kmap is not None else []
     notes = [f"means from the plugin's integer-µs running averages (within {total / runs:.2g} µs per layer); "
              "no per-run spread"]
     if silent:

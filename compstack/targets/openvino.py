@@ -11,7 +11,8 @@ ONNX frontend, one line per op), ``runtime`` (the executed graph,
 ``CompiledModel.get_runtime_model()``: each layer's type, implementation
 (``primitiveType``), precisions and the source layers it runs, ``originalLayersNames``).
 The artifact is ``CompiledModel.export_model()`` (``model.blob``), which
-``Core.import_model`` loads without recompiling and ``benchmark_app -m model.blob`` runs.
+``Core.import_model`` loads without recompiling; the blob does not pin the inference
+precision, so it is imported with the same config it was compiled with.
 
 Precision: on CPUs with AVX512_BF16/AMX the plugin runs float32 models in bfloat16 by
 default (``INFERENCE_PRECISION_HINT``); this target sets ``f32`` unless
@@ -22,11 +23,13 @@ References: OpenVINO docs, "Inference Precision", "Query Device Properties",
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Iterator
 
 import numpy as np
 import onnx_ir as ir
@@ -36,7 +39,7 @@ from compstack import tools
 from compstack.errors import UnsupportedError
 from compstack.target import PLAIN_DTYPES, Availability, Compiled, Lowered, Target, TargetOptions
 
-__all__ = ["OpenVinoCpuTarget", "OpenVinoOptions"]
+__all__ = ["OpenVinoCpuTarget", "OpenVinoOptions", "c_order", "core", "port_order"]
 
 _PRECISIONS = ("f32", "bf16")
 _HINTS = ("latency", "throughput")
@@ -130,12 +133,14 @@ class OpenVinoCpuTarget(Target):
             unsupported = _unsupported(str(exc), self.name)
             if unsupported is not None:
                 raise unsupported from exc
-            raise
+            with ov_errors():
+                raise
         return _OvLowered(self, model, ov_model)
 
     def load_compiled(self, folder: Path, model: ir.Model) -> Compiled:
         blob = (folder / "model.blob").read_bytes()
-        compiled_model = core().import_model(blob, "CPU", self.options.config())
+        with ov_errors():
+            compiled_model = core().import_model(blob, "CPU", self.options.config())
         out = _OvCompiled(self, model, compiled_model, blob)
         out.set_blob_path(folder / "model.blob")
         return out
@@ -158,6 +163,30 @@ def _unsupported(message: str, target: str) -> UnsupportedError | None:
     return UnsupportedError(f"{target}: unsupported ops: {', '.join(ops)}", ops)
 
 
+def ov_message(exc: BaseException) -> str:
+    """OpenVINO's error on one line: its ``Exception from src/...:`` and
+    ``Check '...' failed at src/...:`` location lines dropped, the reasons kept."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    keep = [line for line in lines if line and not line.startswith("Exception from ")
+            and not _CHECK_AT.fullmatch(line)]
+    return " ".join(keep)[:600] or (lines[0] if lines else type(exc).__name__)
+
+
+_CHECK_AT = re.compile(r"Check '.*' failed at \S+:\d+:")
+
+
+@contextlib.contextmanager
+def ov_errors() -> Iterator[None]:
+    """Re-raise OpenVINO's own ``RuntimeError`` with :func:`ov_message` as its text
+    (other exceptions pass unchanged)."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if "Exception from src/" not in str(exc):
+            raise
+        raise RuntimeError(f"openvino: {ov_message(exc)}") from exc
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0][:200] if text else type(exc).__name__
@@ -173,8 +202,9 @@ class _OvLowered(Lowered):
 
     def compile_impl(self) -> Compiled:
         opts: OpenVinoOptions = self.target.options  # type: ignore[assignment]
-        compiled_model = core().compile_model(self.ov_model, "CPU", opts.config())
-        blob = compiled_model.export_model().getvalue()
+        with ov_errors():
+            compiled_model = core().compile_model(self.ov_model, "CPU", opts.config())
+            blob = compiled_model.export_model().getvalue()
         compiled = _OvCompiled(self.target, self.model, compiled_model, blob)
         self.add_stage("runtime", compiled.stages["runtime"])
         return compiled
@@ -186,8 +216,10 @@ class _OvCompiled(Compiled):
     Attributes:
         compiled_model: the ``openvino.CompiledModel``.
         blob: ``export_model()`` bytes, the artifact (``model.blob``).
-        run_command: the ``benchmark_app`` command line that times this artifact (the
-            blob path is ``model.blob`` until it is saved or loaded from a folder).
+        input_ports, output_ports: the compiled model's port index of each graph input
+            and output (graph order); None for an input OpenVINO dropped (no output uses it).
+        run_command: a command line that runs this artifact with zero inputs (the blob
+            path is ``model.blob`` until it is saved or loaded from a folder).
     """
 
     artifact_files = ("model.blob",)
@@ -200,31 +232,43 @@ class _OvCompiled(Compiled):
         self.blob = blob
         self.stages["runtime"] = lambda: runtime_text(compiled_model.get_runtime_model())
         self._request: Any = None
-        self._outputs = _output_order(compiled_model, self.output_names)
+        self.input_ports = port_order(compiled_model.inputs, self.input_names, allow_missing=True)
+        self.output_ports = port_order(compiled_model.outputs, self.output_names)
         self.run_command = ""
         self.set_blob_path(Path("model.blob"))
 
     def set_blob_path(self, path: Path) -> None:
-        """Rebuild :attr:`run_command` for the blob at ``path``."""
+        """Rebuild :attr:`run_command` for the blob at ``path``.
+
+        The blob does not pin the precision (``import_model``'s config does), so the
+        command passes this target's config. ``benchmark_app`` 2026.4 refuses any
+        ``.blob`` ("Cannot set precision for a compiled model" even when none is set), so
+        the command is a short Python one that imports the blob, zero-fills the inputs and
+        runs it 100 times.
+        """
         opts: OpenVinoOptions = self.target.options  # type: ignore[assignment]
-        argv = ["benchmark_app", "-m", str(path), "-d", "CPU", "-hint", opts.performance_hint]
-        self.run_command = tools.format_command(argv)
+        code = (f'import openvino as ov; r = ov.Core().import_model(open({json.dumps(str(path))}, "rb").read(), "CPU", '
+                f'{json.dumps(opts.config())}).create_infer_request(); [t.data.fill(0) for t in r.input_tensors]; '
+                '[r.infer() for _ in range(100)]; print(f"{r.latency:.4f} ms (last of 100 runs)")')
+        self.run_command = tools.format_command(["python", "-c", code])
 
     def _feeds(self, inputs: list[np.ndarray]) -> dict[int, np.ndarray]:
-        return {i: np.ascontiguousarray(a) for i, a in enumerate(inputs)}
+        return {port: c_order(a) for port, a in zip(self.input_ports, inputs) if port is not None}
 
     def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if self._request is None:
             self._request = self.compiled_model.create_infer_request()
-        result = self._request.infer(self._feeds(inputs))
-        return [np.array(result[i]) for i in self._outputs]
+        with ov_errors():
+            result = self._request.infer(self._feeds(inputs))
+        return [np.array(result[i]) for i in self.output_ports]
 
     def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
         import openvino as ov
 
         request = self.compiled_model.create_infer_request()
-        for i, a in enumerate(inputs):
-            request.set_input_tensor(i, ov.Tensor(np.ascontiguousarray(a)))
+        for port, a in zip(self.input_ports, inputs):
+            if port is not None:
+                request.set_input_tensor(port, ov.Tensor(c_order(a)))
         # A synchronous infer on tensors already set; outputs stay in OpenVINO's buffers.
         return lambda: request.infer(share_outputs=True)
 
@@ -250,14 +294,32 @@ class _OvCompiled(Compiled):
         return profile(self, inputs, warmup, runs)
 
 
-def _output_order(compiled_model: Any, names: list[str]) -> list[int]:
-    """Index of each ONNX graph output among the compiled model's outputs (matched by
-    tensor name, else by position)."""
-    ports = [set(o.get_names()) for o in compiled_model.outputs]
-    if len(ports) != len(names):
-        raise RuntimeError(f"openvino-cpu: the compiled model has {len(ports)} outputs, the graph {len(names)}")
-    order = []
-    for pos, name in enumerate(names):
-        hit = [i for i, p in enumerate(ports) if name in p]
-        order.append(hit[0] if hit else pos)
-    return order
+def c_order(a: np.ndarray) -> np.ndarray:
+    """``a`` in C order, keeping its rank (``np.ascontiguousarray`` makes 0-d arrays 1-d,
+    which OpenVINO then rejects for a scalar input)."""
+    return a if a.flags.c_contiguous else np.array(a, order="C")
+
+
+def port_order(ports: Any, names: list[str], allow_missing: bool = False) -> list[int | None]:
+    """Index among the compiled model's ``ports`` (its inputs or outputs) of each graph
+    input/output in ``names``, matched by tensor name, else by position.
+
+    Args:
+        ports: ``CompiledModel.inputs`` or ``.outputs``.
+        names: the graph's input or output names, in graph order.
+        allow_missing: a name with no port gets None (OpenVINO drops a graph input no
+            output depends on, e.g. Dropout's ``ratio`` at inference).
+
+    Raises:
+        RuntimeError: a name has no port and positions cannot stand in for names.
+    """
+    tensors = [set(p.get_names()) for p in ports]
+    order: list[int | None] = [next((i for i, t in enumerate(tensors) if name in t), None) for name in names]
+    if None not in order:
+        return order
+    if len(tensors) == len(names):
+        return [pos if i is None else i for pos, i in enumerate(order)]
+    if allow_missing:
+        return order
+    raise RuntimeError(f"openvino-cpu: the compiled model has {len(tensors)} ports for {len(names)} graph "
+                       f"values ({', '.join(n for n, i in zip(names, order) if i is None)} unmatched)")

@@ -232,8 +232,10 @@ class _OvCompiled(Compiled):
         self.blob = blob
         self.stages["runtime"] = lambda: runtime_text(compiled_model.get_runtime_model())
         self._request: Any = None
-        self.input_ports = port_order(compiled_model.inputs, self.input_names, allow_missing=True)
-        self.output_ports = port_order(compiled_model.outputs, self.output_names)
+        graph = model.graph
+        self.input_ports = port_order(compiled_model.inputs, [v for v in graph.inputs if not v.is_initializer()],
+                                      allow_missing=True)
+        self.output_ports = port_order(compiled_model.outputs, list(graph.outputs))
         self.run_command = ""
         self.set_blob_path(Path("model.blob"))
 
@@ -300,26 +302,46 @@ def c_order(a: np.ndarray) -> np.ndarray:
     return a if a.flags.c_contiguous else np.array(a, order="C")
 
 
-def port_order(ports: Any, names: list[str], allow_missing: bool = False) -> list[int | None]:
+def _fits(port: Any, value: ir.Value) -> bool:
+    """Whether a compiled model's port can carry the graph value (same element type,
+    same rank, equal static dims); True when the graph does not say."""
+    if value.dtype is None or value.shape is None:
+        return True
+    try:
+        if np.dtype(port.get_element_type().to_dtype()) != np.dtype(value.dtype.numpy()):
+            return False
+    except (TypeError, ValueError, AttributeError):
+        return True  # a type one side cannot name: leave it to the name match
+    shape = port.get_partial_shape()
+    if shape.rank.is_dynamic:
+        return True
+    if len(shape) != len(value.shape):
+        return False
+    return all(not d.is_static or not isinstance(v, int) or d.get_length() == v for d, v in zip(shape, value.shape))
+
+
+def port_order(ports: Any, values: list[ir.Value], allow_missing: bool = False) -> list[int | None]:
     """Index among the compiled model's ``ports`` (its inputs or outputs) of each graph
-    input/output in ``names``, matched by tensor name, else by position.
+    value, matched by tensor name, then by element type and shape among the ports left.
+
+    OpenVINO may rename a tensor (an ``Identity``/``Dropout`` input takes its output's
+    name) and drops a graph input no output depends on (Dropout's ``ratio`` at inference).
 
     Args:
         ports: ``CompiledModel.inputs`` or ``.outputs``.
-        names: the graph's input or output names, in graph order.
-        allow_missing: a name with no port gets None (OpenVINO drops a graph input no
-            output depends on, e.g. Dropout's ``ratio`` at inference).
+        values: the graph's inputs or outputs, in graph order.
+        allow_missing: a value with no port gets None (a dropped input).
 
     Raises:
-        RuntimeError: a name has no port and positions cannot stand in for names.
+        RuntimeError: a value has no port and ``allow_missing`` is False.
     """
     tensors = [set(p.get_names()) for p in ports]
-    order: list[int | None] = [next((i for i, t in enumerate(tensors) if name in t), None) for name in names]
-    if None not in order:
-        return order
-    if len(tensors) == len(names):
-        return [pos if i is None else i for pos, i in enumerate(order)]
-    if allow_missing:
-        return order
-    raise RuntimeError(f"openvino-cpu: the compiled model has {len(tensors)} ports for {len(names)} graph "
-                       f"values ({', '.join(n for n, i in zip(names, order) if i is None)} unmatched)")
+    order: list[int | None] = [next((i for i, t in enumerate(tensors) if v.name in t), None) for v in values]
+    for pos, v in enumerate(values):
+        if order[pos] is None:
+            left = [i for i in range(len(tensors)) if i not in order]
+            order[pos] = next((i for i in left if _fits(ports[i], v)), None)
+    if None in order and not allow_missing:
+        missing = ", ".join(v.name or "?" for v, i in zip(values, order) if i is None)
+        raise RuntimeError(f"openvino-cpu: the compiled model has no port for {missing}")
+    return order

@@ -41,10 +41,17 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from compstack.kernels import GraphIndex, Kernel, KernelMap, KernelProfile, ProfileSamples, build_map, \
-    infer_by_position
+from compstack.kernels import (
+    GraphIndex,
+    Kernel,
+    KernelMap,
+    KernelProfile,
+    ProfileSamples,
+    build_map,
+    infer_by_position,
+)
 
-__all__ = ["kernel_map", "profile", "mark_means", "model_text", "runtime_text"]
+__all__ = ["kernel_map", "mark_means", "model_text", "profile", "runtime_text"]
 
 #: Runtime layers that are not kernels: graph boundaries and constants.
 _NOT_KERNEL = frozenset({"Input", "Output", "Const", "Parameter", "Result", "Constant"})
@@ -64,7 +71,7 @@ def _rt(op: Any, key: str) -> str:
     info = op.get_rt_info()
     try:
         return str(info[key].astype(str))
-    except Exception:  # noqa: BLE001 - a key this plugin version does not write
+    except Exception:
         return ""
 
 
@@ -81,7 +88,7 @@ def _attrs(op: Any) -> str:
         return ""
     try:
         items = op.get_attributes()
-    except Exception:  # noqa: BLE001 - an op whose attribute visitor the binding lacks
+    except Exception:
         return ""
     body = ", ".join(f"{k}={v}" for k, v in sorted(items.items()))
     return f" {{{body}}}" if body else ""
@@ -263,13 +270,13 @@ def _epilogues(kernels: list[Kernel], index: GraphIndex) -> None:
         name = node.name or ""
         if name not in index.compute_set or name in owner or node.op_type in _HEADS:
             continue
-        live = [v for v in node.inputs if v is not None and v.name in index.producer
+        live = [v for v in node.inputs if v is not None and v.name and v.name in index.producer
                 and index.producer[v.name].name not in index.constants]
         graph_in = [v for v in node.inputs if v is not None and v.name not in index.producer
                     and not v.is_initializer() and v.const_value is None]
         if len(live) != 1 or graph_in:
             continue
-        k = owner.get(index.producer[live[0].name].name or "")
+        k = owner.get(index.producer[live[0].name or ""].name or "")
         if k is not None:
             k.nodes.append(name)
             k.inferred.append(name)
@@ -342,11 +349,12 @@ def profile(compiled: Any, inputs: list[list[np.ndarray]], warmup: int, runs: in
             kernels[name] = [mean_us / 1e3] * runs
     kmap = compiled.kernels()
     silent = [k.id for k in kmap.kernels if k.id not in kernels] if kmap is not None else []
-    notes = [f"means from the plugin's integer-µs running averages (within {total / runs:.2g} µs per layer); "
-             "no per-run spread"]
+    resolution = (f"means from the plugin's integer-µs running averages (within {total / runs:.2g} µs per layer, "
+                  "each run's time truncated to whole µs); no per-run spread")
+    notes = [resolution]
     if silent:
-        notes.append(f"{len(silent)} kernel(s) reported no time (under 1 µs per run, or not executed): "
-                     + ", ".join(silent[:8]) + (" ..." if len(silent) > 8 else ""))
+        shown = ", ".join(silent[:8]) + (" ..." if len(silent) > 8 else "")
+        notes.append(f"{len(silent)} kernel(s) reported no time (under 1 µs per run, or not executed): {shown}")
     return ProfileSamples(profiler="OpenVINO CPU plugin PERF_COUNT (InferRequest.profiling_info)",
                           kernels=kernels, calls={name: 1 for name in kernels}, run_ms=run_ms, notes=notes)
 
@@ -355,5 +363,6 @@ def mark_means(prof: KernelProfile) -> KernelProfile:
     """Drop the spread statistics the plugin cannot give (p10, p90, cv: None)."""
     for k in prof.kernels:
         k.p10 = k.p90 = k.cv = None
-    prof.kernel_sum = {"median": prof.kernel_sum["median"], "mean": prof.kernel_sum["mean"], "cv": None}
+    total: dict[str, Any] = {"median": prof.kernel_sum["median"], "mean": prof.kernel_sum["mean"], "cv": None}
+    prof.kernel_sum = total
     return prof

@@ -29,7 +29,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import onnx_ir as ir
@@ -37,7 +37,14 @@ import onnx_ir as ir
 from compstack import ir as cir
 from compstack import tools
 from compstack.errors import UnsupportedError
-from compstack.target import PLAIN_DTYPES, Availability, Compiled, Lowered, Target, TargetOptions
+from compstack.target import (
+    PLAIN_DTYPES,
+    Availability,
+    Compiled,
+    Lowered,
+    Target,
+    TargetOptions,
+)
 
 __all__ = ["OpenVinoCpuTarget", "OpenVinoOptions", "c_order", "core", "port_order"]
 
@@ -115,7 +122,7 @@ class OpenVinoCpuTarget(Target):
         versions = {"openvino": release, "openvino-build": ov.__version__}
         try:
             devices = core().available_devices
-        except Exception as exc:  # noqa: BLE001 - the plugin's reason is the answer
+        except Exception as exc:
             return Availability(False, f"openvino's Core does not start ({_first_line(exc)})", versions)
         if "CPU" not in devices:
             return Availability(False, f"this openvino lists no CPU device (devices: {', '.join(devices) or 'none'})",

@@ -137,7 +137,7 @@ class OpenVinoCpuTarget(Target):
         try:
             ov_model = core().read_model(proto.SerializeToString())
         except Exception as exc:
-            unsupported = _unsupported(str(exc), self.name)
+            unsupported = _unsupported(str(exc), self.name, model)
             if unsupported is not None:
                 raise unsupported from exc
             with ov_errors():
@@ -158,15 +158,24 @@ _NO_RULE = re.compile(r"No conversion rule found for operations?:\s*(?P<ops>[^\n
 _NOT_SUPPORTED = re.compile(r"OpenVINO does not support the following ONNX operations?:\s*(?P<ops>[^\n]+)")
 
 
-def _unsupported(message: str, target: str) -> UnsupportedError | None:
-    """An UnsupportedError when the ONNX frontend refused ops it cannot convert."""
+def _unsupported(message: str, target: str, model: ir.Model | None = None) -> UnsupportedError | None:
+    """An UnsupportedError when the ONNX frontend refused ops it cannot convert.
+
+    The frontend names an op of another domain ``domain.Op``; with ``model`` given, it is
+    reported as ``domain::Op`` like every other target does.
+    """
     found: list[str] = []
     for pattern in (_NO_RULE, _NOT_SUPPORTED):
         for m in pattern.finditer(message):
             found += [op.strip().split("-")[0] for op in m.group("ops").split(",") if op.strip()]
     if not found:
         return None
-    ops = sorted(set(found))
+    keys = {}
+    if model is not None:
+        for node in model.graph:
+            key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+            keys[f"{node.domain}.{node.op_type}" if node.domain else node.op_type] = key
+    ops = sorted({keys.get(op, op) for op in found})
     return UnsupportedError(f"{target}: unsupported ops: {', '.join(ops)}", ops)
 
 

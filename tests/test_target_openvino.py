@@ -155,3 +155,17 @@ def test_unavailable_without_openvino_is_one_actionable_line() -> None:
                           env={**os.environ})
     ok, reason = proc.stdout.strip().splitlines()
     assert ok == "False" and reason.endswith("pip install openvino") and "\n" not in reason
+
+
+def test_second_compare_loads_the_blob_from_the_cache(cache: Path, tmp_path: Path) -> None:
+    env = {"COMPSTACK_CACHE_DIR": str(cache), "COMPSTACK_DB": str(tmp_path / "db.sqlite")}
+    rows = []
+    for _ in range(2):
+        proc = run_cli("compare", "zoo:cnn", "--targets", "openvino-cpu", "--no-latency", "--json", env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        rows.append(json.loads(proc.stdout)["results"][0])
+    assert [r["cached"] for r in rows] == [False, True]
+    for r in rows:
+        assert r["status"] == "ok" and r["flags"]["config"]["INFERENCE_PRECISION_HINT"] == "f32"
+        assert 0 < r["outputs"][0]["max_abs_err"] < 1e-6  # f32 again after the reload
+    assert list((cache / "artifacts" / "openvino-cpu").glob("*/model.blob"))

@@ -109,15 +109,23 @@ def model_text(model: Any) -> str:
 def runtime_text(model: Any) -> str:
     """The executed graph one layer per line, in execution order:
     ``[order] %name = layerType<primitiveType, runtimePrecision>(%inputs) -> precisions
-    layout  <- originalLayersNames``; constant layers are left out."""
+    layout  <- originalLayersNames``; ``Const`` layers are left out, layers computed from
+    constants only are tagged ``[const]``."""
+    const: set[str] = set()
+    for op in model.get_ordered_ops():  # topological: a layer of constants only is folded
+        ins = _inputs(op)
+        if _rt(op, "layerType") == "Const" or (ins and all(n.get_friendly_name() in const for n in ins)):
+            const.add(op.get_friendly_name())
     ops = [op for op in model.get_ordered_ops() if _rt(op, "layerType") != "Const"]
     ops.sort(key=lambda op: int(_rt(op, "execOrder") or 0))
-    lines = [f"# OpenVINO CPU executed graph: {len(ops)} layers (constants left out)"]
+    lines = [f"# OpenVINO CPU executed graph: {len(ops)} layers (Const layers left out; [const]: "
+             "computed from constants only, at compile time)"]
     for op in ops:
+        tag = " [const]" if op.get_friendly_name() in const else ""
         ins = ", ".join(f"%{n.get_friendly_name()}" for n in _inputs(op))
         kind = f"{_rt(op, 'layerType')}<{_rt(op, 'primitiveType')}, {_rt(op, 'runtimePrecision')}>"
         outs = f"{_rt(op, 'outputPrecisions')} {_rt(op, 'outputLayouts')}"
-        lines.append(f"[{_rt(op, 'execOrder')}] %{op.get_friendly_name()} = {kind}({ins}) -> {outs}"
+        lines.append(f"[{_rt(op, 'execOrder')}] %{op.get_friendly_name()} = {kind}({ins}) -> {outs}{tag}"
                      f"  <- {_rt(op, 'originalLayersNames') or '(none)'}")
     return "\n".join(lines) + "\n"
 

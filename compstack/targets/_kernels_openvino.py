@@ -113,8 +113,8 @@ def runtime_text(model: Any) -> str:
     constants only are tagged ``[const]``."""
     const: set[str] = set()
     for op in model.get_ordered_ops():  # topological: a layer of constants only is folded
-        ins = _inputs(op)
-        if _rt(op, "layerType") == "Const" or (ins and all(n.get_friendly_name() in const for n in ins)):
+        feeders = _inputs(op)
+        if _rt(op, "layerType") == "Const" or (feeders and all(n.get_friendly_name() in const for n in feeders)):
             const.add(op.get_friendly_name())
     ops = [op for op in model.get_ordered_ops() if _rt(op, "layerType") != "Const"]
     ops.sort(key=lambda op: int(_rt(op, "execOrder") or 0))

@@ -106,7 +106,7 @@ def test_import_compstack_and_help_load_no_stack() -> None:
     code = ("import sys, compstack, compstack.cli\n"
             "from click.testing import CliRunner\n"
             "r = CliRunner().invoke(compstack.cli.cli, ['--help']); assert r.exit_code == 0\n"
-            "heavy = {'torch', 'jax', 'tvm', 'iree', 'onnxruntime', 'tensorrt', 'transformers'}\n"
+            "heavy = {'torch', 'jax', 'tvm', 'iree', 'onnxruntime', 'tensorrt', 'transformers', 'openvino'}\n"
             "print(sorted(heavy & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

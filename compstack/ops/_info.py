@@ -46,6 +46,8 @@ def stack_support(op: CustomOp) -> dict[str, str]:
         out[t] = "no: the packed functions take CPU tensors; only tvm-llvm"
     out["xla-cuda"] = "no: the FFI handlers are registered for the CPU platform only"
     out["ort-cuda"] = "untested (no GPU here): the Python op would run on ORT's CPU execution provider"
+    out["openvino-cpu"] = ("no: not wired; OpenVINO takes custom ops as C++ extensions (ov::op::Op subclass + "
+                           "ONNX frontend ConversionExtension, loaded with Core.add_extension)")
     return out
 
 

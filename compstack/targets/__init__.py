@@ -54,6 +54,7 @@ _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("xla-cpu", "compstack.targets.xla:XlaCpuTarget", "cpu"),
     TargetEntry("xla-cuda", "compstack.targets.xla:XlaCudaTarget", "cuda"),
     TargetEntry("inductor-cpu", "compstack.targets.inductor:InductorCpuTarget", "cpu"),
+    TargetEntry("openvino-cpu", "compstack.targets.openvino:OpenVinoCpuTarget", "cpu"),
     TargetEntry("inductor-cuda", "compstack.targets.inductor:InductorCudaTarget", "cuda"),
 )
 

@@ -108,7 +108,8 @@ def test_verdict_tells_imprecise_from_wrong() -> None:
 def test_explain_finds_reduces_attributes_and_bundles_a_real_tvm_bug(tmp_path: Path) -> None:
     model = _deconv_model()
     assert len(model.graph.node) == 25
-    rep = explain(model, {"x": _x((1, 1, 3, 3))}, ["tvm-llvm"], out_dir=tmp_path / "bug")
+    others = ["ort-cpu", "iree-llvm-cpu", "xla-cpu", *(["openvino-cpu"] if "openvino-cpu" in registry.names() else [])]
+    rep = explain(model, {"x": _x((1, 1, 3, 3))}, ["tvm-llvm", *others], keep="tvm-llvm!=ref", out_dir=tmp_path / "bug")
     assert rep["found"] and rep["target"] == "tvm-llvm"
     b = rep["bisect"]
     assert b["node"]["name"] == "deconv" and b["node"]["op_type"] == "ConvTranspose"
@@ -128,6 +129,10 @@ def test_explain_finds_reduces_attributes_and_bundles_a_real_tvm_bug(tmp_path: P
                           capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert done.returncode == 1, done.stderr
     assert "mismatch reproduced" in done.stdout and "[1, 2, 10, 8]" in done.stdout
+    for other in others:  # every other stack's standalone repro runs and agrees with the reference
+        done = subprocess.run([sys.executable, "-P", "-c", script, str(bundle / f"repro_{other}.py")],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert done.returncode == 0 and "no mismatch" in done.stdout, (other, done.stdout, done.stderr[-2000:])
     again = replay(bundle)
     assert again["reproduces"] and again["target"] == "tvm-llvm"
 

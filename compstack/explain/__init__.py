@@ -142,6 +142,7 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
     with Evaluator(timeout_s, list(op_origins)) as ev:
         ex = Explainer(proto, feeds, clauses, ev, {k: dict(v) for k, v in (target_options or {}).items()},
                        rtol, atol, t0 + time_budget_s, ref)
+        ex.all_targets = list(dict.fromkeys([*ex.targets(), *targets]))
         say(f"checking {', '.join(targets)} on the whole model ({len(proto.graph.node)} nodes)")
         whole = ex.whole()
         report["verdicts"] = {t: {o: v.to_dict() for o, v in vs.items()} for t, vs in whole.verdicts.items()}

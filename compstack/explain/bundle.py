@@ -76,7 +76,7 @@ def write_bundle(folder: Path, explainer: Any, p: Piece, report: dict[str, Any])
     flags: dict[str, Any] = {}
     repros: dict[str, str] = {}
     (folder / "outputs").mkdir()
-    for target in explainer.targets():
+    for target in explainer.all_targets:
         run = explainer.run_for(target)
         info = explainer.evaluator.info(run)
         versions[target] = info.get("versions", {})

@@ -130,6 +130,9 @@ class Explainer:
         self.deadline = deadline
         self.ref = ref if ref is not None else reference_values(proto, self.feeds)
         self.failure: dict[str, tuple[str, str]] = {}  # target -> (status, stage) kept instead of numerics
+        #: every target of the explanation (``--targets``); pieces run only on the
+        #: property's, the bundle on all of them.
+        self.all_targets: list[str] = self.targets()
 
     # ---- one piece ---------------------------------------------------------------------
 

@@ -98,10 +98,17 @@ config = rt.Config({driver!r})
 ctx = rt.SystemContext(config=config)
 vm_module = rt.VmModule.copy_buffer(config.vm_instance, vmfb)
 ctx.add_vm_module(vm_module)
-fn = ctx.modules[vm_module.name][[f for f in vm_module.function_names if not f.startswith("__")][0]]
+# the synchronous entry point (not the "$async" one, not "__init")
+fn = ctx.modules[vm_module.name][[f for f in vm_module.function_names if "$" not in f and not f.startswith("__")][0]]
 res = fn(*[feeds[n] for n in input_names])
 res = res if isinstance(res, (list, tuple)) else [res]
 outputs = [np.asarray(r.to_host() if hasattr(r, "to_host") else r) for r in res]
+'''),
+    "openvino": ("openvino", '''import openvino as ov
+
+compiled = ov.Core().compile_model(ov.Core().read_model(model_path), {device!r}, {config!r})
+res = compiled([feeds[n] for n in input_names])
+outputs = [np.asarray(res[compiled.output(i)]) for i in range(len(output_names))]
 '''),
     "xla": ("jax and jaxlib", '''import jax
 from jax import export
@@ -118,7 +125,7 @@ def repro_script(stack: str, flags: dict[str, Any], title: str, rtol: float, ato
     """The reproducer for ``stack`` (a target class's ``stack``), or None without a template.
 
     Args:
-        stack: ``onnxruntime``, ``tvm``, ``iree`` or ``xla``.
+        stack: ``onnxruntime``, ``tvm``, ``iree``, ``openvino`` or ``xla``.
         flags: the target's ``flags()`` as recorded by the worker that ran it.
         title: one line for the docstring.
         rtol, atol: the tolerance the script applies.
@@ -132,6 +139,8 @@ def repro_script(stack: str, flags: dict[str, Any], title: str, rtol: float, ato
     elif stack == "tvm":
         body = body.format(target=json.loads(json.dumps(flags.get("target", {"kind": "llvm"}))),
                            opt_level=int(flags.get("opt_level", 3)))
+    elif stack == "openvino":
+        body = body.format(device=flags.get("device", "CPU"), config=dict(flags.get("config", {})))
     elif stack == "iree":
         body = body.format(flags=list(flags.get("iree-compile", [])), driver=flags.get("driver", "local-task"))
     return _PRELUDE.format(title=title.replace('"""', "'''"), needs=needs, rtol=rtol, atol=atol) + body + _CHECK

@@ -240,9 +240,10 @@ _BAD = ("mismatch", "failed", "crashed", "timeout", "oom")
 
 
 def _exit_for(report: Any) -> None:
-    """Exit 1 when a row is mismatch/failed/crashed/timeout/oom (unavailable and
-    unsupported are facts about the machine or the stack, not failures)."""
-    if any(r.status in _BAD for r in report.results):
+    """Exit 1 when a row is mismatch/failed/crashed/timeout/oom, or its stack failed
+    while timing (``latency_error``; unavailable and unsupported are facts about the
+    machine or the stack, not failures)."""
+    if any(r.status in _BAD or r.latency_error for r in report.results):
         sys.exit(1)
 
 

@@ -303,8 +303,14 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
     np.savez(job.outputs_path, **encode_arrays(outputs))
     if job.latency is not None:
         stage("latency")
-        calls = [compiled.prepare(s) for s in inputs]
-        outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()
+        try:
+            calls = [compiled.prepare(s) for s in inputs]
+            outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the stack failed while timing: the outputs above still count
+            outcome.extra["latency_error"] = _first_line(exc)
+            outcome.log = traceback.format_exc()
 
 
 def _check_dtypes(target: Any, arrays: dict[str, np.ndarray]) -> None:

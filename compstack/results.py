@@ -43,6 +43,9 @@ class Result:
         flags: how the stack was invoked.
         cached: the artifact came from the cache.
         notes: remarks for the reader (untuned TVM, rebuilt cache entry...).
+        latency_error: how timing failed (the stack raised, crashed, hung or ran out
+            of memory in the ``latency`` stage) after the outputs were written; the
+            status is still the numerics verdict. Empty when timing worked or was off.
     """
 
     target: str
@@ -57,6 +60,7 @@ class Result:
     cached: bool = False
     unsupported_ops: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    latency_error: str = ""
     log: str = ""
 
     def to_dict(self, with_log: bool = False) -> dict[str, Any]:

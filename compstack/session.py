@@ -173,6 +173,7 @@ def compare(
             job = Job(target=name, target_ref=_ref_of(name), workdir=str(work / name), options=dict(opts),
                       latency=vars(options.latency) if latency and options.latency else None, **common)
             outcome = run_isolated(job, options.limits) if options.isolate else run_inline(job)
+            _keep_numerics_of_latency_fault(outcome)
             outcome.extra["outputs"] = _load_outputs(job) if outcome.status == "ok" else None
             return outcome
 
@@ -233,6 +234,19 @@ def _make_input_sets(source: cir.SourceModel, options: CompareOptions) -> tuple[
         raise UserError("the requested input shapes do not fit in memory; check --input-shape") from None
 
 
+#: Statuses the runner gives a worker it lost (killed or died) rather than one that reported.
+_LOST = ("crashed", "timeout", "oom")
+
+
+def _keep_numerics_of_latency_fault(outcome: JobOutcome) -> None:
+    """A worker lost while timing (crash, hang, memory) had already run and written its
+    outputs: the row keeps them, to be compared, and says how latency failed
+    (``extra["latency_error"]``); the status becomes the numerics verdict."""
+    if outcome.status in _LOST and outcome.stage == "latency":
+        outcome.extra["latency_error"] = f"{outcome.status}: {outcome.error}"
+        outcome.status, outcome.stage, outcome.error = "ok", "", ""
+
+
 def _load_outputs(job: Job) -> dict[str, np.ndarray] | None:
     if not job.outputs_path.exists():
         return None
@@ -270,6 +284,10 @@ def _to_result(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expect
                     compile_s=compile_s, latency_ms=outcome.latency, versions=outcome.versions,
                     flags=outcome.flags, cached=outcome.cached, unsupported_ops=outcome.unsupported_ops,
                     notes=notes, log=outcome.log)
+    latency_error = outcome.extra.get("latency_error", "")
+    if latency_error:
+        result.latency_error = latency_error
+        result.notes.append(f"latency failed (outputs were compared): {latency_error}")
     lat = outcome.latency
     if lat and lat.get("noisy"):
         result.notes.append(f"latency CV {lat['cv']:.1%} > 2.5 %: noisy measurement (std/mean; p10-p90 shows "

@@ -77,6 +77,9 @@ def _common_model_options(f: Any) -> Any:
                      help="Value range of a generated input (repeatable), as in Polygraphy."),
         click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME:D0xD1...",
                      help="Shape for an input with dynamic dims (repeatable)."),
+        click.option("--opset", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="Upgrade the model the stacks get to ai.onnx opset N (ONNX version converter) "
+                          "[default: each stack gets the model as written]."),
         click.option("--option", "target_opts", multiple=True, metavar="TARGET:KEY=VALUE",
                      help="A target option, e.g. ort-cpu:opt_level=basic (repeatable)."),
         click.option("--cache-dir", type=click.Path(file_okay=False),
@@ -158,7 +161,7 @@ def _compare_options(targets: list[str], kw: dict[str, Any]) -> Any:
         val_ranges=parse_val_ranges(kw["val_ranges"]), shapes=parse_shapes(kw["input_shapes"]),
         rtol=kw["rtol"], atol=kw["atol"], latency=latency,
         limits=Limits(timeout_s=kw["timeout"], memory_mb=_memory_limit(kw["memory_limit"])),
-        cache=not kw["no_cache"], reference=kw["reference"], target_options=topts,
+        cache=not kw["no_cache"], reference=kw["reference"], target_options=topts, opset=kw["opset"],
     )
 
 
@@ -759,6 +762,9 @@ def ops_build(cuda: bool, as_json: bool, modules: tuple[str, ...]) -> None:
 
 def _kernel_job_options(f: Any) -> Any:
     opts = [
+        click.option("--opset", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="Upgrade the model the stacks get to ai.onnx opset N (ONNX version converter) "
+                          "[default: each stack gets the model as written]."),
         click.option("--option", "target_opts", multiple=True, metavar="TARGET:KEY=VALUE",
                      help="A target option (repeatable)."),
         click.option("--json", "as_json", is_flag=True, help="Print everything as JSON on stdout, nothing else."),

@@ -53,6 +53,9 @@ class Job:
         source: the model spec (``zoo:bert``, ``/abs/file.py:build``) from which a
             worker rebuilds the framework program for a native path; empty for ONNX.
         source_framework: ``torch``/``jax`` when the model came from a framework.
+        canonical_path: the canonical common IR file when ``model_path`` is another form
+            (the user's model as written, or upgraded with ``--opset``): translated
+            XLA/Inductor paths fall back to it when their converters need it.
     """
 
     model_path: str
@@ -72,6 +75,7 @@ class Job:
     passes: str = ""
     source: str = ""
     source_framework: str = ""
+    canonical_path: str = ""
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
@@ -227,10 +231,19 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
 
 
 def _attach_source(job: Job, target: Any, model: Any) -> None:
-    """Give the target the example inputs (input set 0) and, when it compiles the
-    source's framework natively, the rebuilt framework program."""
+    """Give the target the example inputs (input set 0), when it compiles the source's
+    framework natively the rebuilt framework program, and, when the job's model is not
+    the canonical form, a translated path the canonical form its converters may need."""
     sets = _load_sets(job.inputs_path)
     target.example_inputs = sets[0] if sets and sets[0] else None
+    _attach_native(job, target, model)
+    if job.canonical_path and hasattr(target, "use_canonical_if_needed"):
+        target.use_canonical_if_needed(model, job.canonical_path)
+
+
+def _attach_native(job: Job, target: Any, model: Any) -> None:
+    """Set ``target.native`` to the rebuilt framework program when the target compiles
+    the source's framework natively (and the rebuild is the imported program)."""
     wanted = getattr(target, "native_framework", "")
     if not wanted or not job.source or job.source_framework != wanted:
         return

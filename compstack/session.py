@@ -35,7 +35,7 @@ from compstack.passes.opstats import op_stats
 from compstack.results import Report, Result, ResultsDB
 from compstack.runner import Limits, run_inline, run_isolated
 
-__all__ = ["CompareOptions", "compare", "model_file", "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
+__all__ = ["CompareOptions", "StackModel", "compare", "model_file", "stack_model_file", "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
 
 #: Largest model (FLOPs of MatMul/Gemm/Conv) the float64 reference evaluator is used for.
 FLOAT64_MAX_FLOPS = 20e9
@@ -60,6 +60,8 @@ class CompareOptions:
         reference: ``auto``, ``reference`` (float64) or a target name.
         target_options: ``{target: {option: value}}`` from ``--option``.
         isolate: run jobs in worker processes (default); False runs them inline.
+        opset: upgrade the model the stacks get to this ai.onnx opset (``--opset``);
+            None gives them the model as written (see :func:`stack_model_file`).
     """
 
     targets: list[str]
@@ -75,6 +77,7 @@ class CompareOptions:
     reference: str = "auto"
     target_options: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     isolate: bool = True
+    opset: int | None = None
 
 
 def model_file(source: cir.SourceModel, cache_dir: Path) -> Path:
@@ -82,19 +85,87 @@ def model_file(source: cir.SourceModel, cache_dir: Path) -> Path:
     fp = source.fingerprint
     path = cache_dir / "models" / f"{fp}.onnx"
     if not path.exists():
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            from compstack.ops._registry import stamp_origins
-
-            stamp_origins(source.model)  # workers import the model's user custom-op declarations
-            cir.save(source.model, tmp)
-            os.replace(tmp, path)
-        except (OSError, UserError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise UserError(f"cache folder {cache_dir}: not writable ({why}); set --cache-dir or "
-                            "COMPSTACK_CACHE_DIR") from None
+        _write_model(source.model, path, cache_dir)
     return path
+
+
+@dataclass(frozen=True)
+class StackModel:
+    """The model file the stacks receive, and which form it is.
+
+    Attributes:
+        path: the ONNX file.
+        fingerprint: :func:`compstack.ir.fingerprint` of it (the artifact-cache key).
+        form: ``as-written`` (the user's ONNX model unchanged), ``canonical`` (a graph
+            compstack's frontend made: torch, JAX, zoo) or ``opset N`` (upgraded on
+            request, ``--opset N``).
+        opset: its ai.onnx opset.
+    """
+
+    path: Path
+    fingerprint: str
+    form: str
+    opset: int
+
+    def flags(self) -> dict[str, Any]:
+        """The row flags naming the form (``model_form``, ``model_opset``)."""
+        return {"model_form": self.form, "model_opset": self.opset}
+
+
+def stack_model_file(source: cir.SourceModel, cache_dir: Path, opset: int | None = None) -> StackModel:
+    """The model every stack gets, written once under ``<cache_dir>/models/``.
+
+    By default that is the model as the user wrote it (:attr:`SourceModel.as_written`:
+    its opset, node names and structure), or the canonical form when a frontend made
+    the graph; the canonical form (:func:`model_file`) serves compstack's own analysis
+    and the translated XLA/Inductor paths. ``opset`` upgrades the stacks' model to that
+    ai.onnx opset with the ONNX version converter (``--opset N``); nothing else changes.
+
+    Raises:
+        UserError: ``opset`` is below the model's own (only upgrades are offered), the
+            version converter rejects the model, or the folder is not writable.
+    """
+    base = source.as_written if source.as_written is not None else source.model
+    form = "as-written" if source.as_written is not None else "canonical"
+    if base is source.model and opset is None:
+        return StackModel(model_file(source, cache_dir), source.fingerprint, form, _opset_of(base))
+    model = base
+    if opset is not None:
+        have = _opset_of(base)
+        if opset < have:
+            raise UserError(f"--opset {opset}: the model has opset {have}; --opset only upgrades")
+        if opset > have:
+            model = cir.as_written(cir.upgrade_opset(cir.to_proto(base), opset, source.name))
+            form = f"opset {opset}"
+    fp = cir.fingerprint(model)
+    path = cache_dir / "models" / f"{fp}.stacks.onnx"
+    if not path.exists():
+        _write_model(model, path, cache_dir)
+    return StackModel(path, fp, form, _opset_of(model))
+
+
+def _opset_of(model: Any) -> int:
+    return int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0)))
+
+
+def _write_model(model: Any, path: Path, cache_dir: Path) -> None:
+    """Write ``model`` to ``path`` atomically, its custom-op origins stamped.
+
+    Raises:
+        UserError: the cache folder is not writable.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        from compstack.ops._registry import stamp_origins
+
+        stamp_origins(model)  # workers import the model's user custom-op declarations
+        cir.save(model, tmp)
+        os.replace(tmp, path)
+    except (OSError, UserError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UserError(f"cache folder {cache_dir}: not writable ({why}); set --cache-dir or "
+                        "COMPSTACK_CACHE_DIR") from None
 
 
 def _pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str, str]]:
@@ -146,7 +217,9 @@ def compare(
     db = ResultsDB(settings.db)
     work = Path(tempfile.mkdtemp(prefix="compstack-run-"))
     try:
-        model_path = model_file(source, settings.cache_dir if options.cache else work)
+        folder = settings.cache_dir if options.cache else work
+        stack = stack_model_file(source, folder, options.opset)
+        canonical = model_file(source, folder)
     except UserError:
         db.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -155,7 +228,8 @@ def compare(
     report = Report(
         model={"name": source.name, "fingerprint": source.fingerprint, "nodes": stats.nodes,
                "params": stats.params, "flops": stats.flops, "origin": source.origin,
-               "opset": source.model.opset_imports.get("", 0)},
+               "opset": source.model.opset_imports.get("", 0), "stack_form": stack.form,
+               "stack_opset": stack.opset},
         reference={"target": ref_name, **({"precision": ref_opts["precision"]} if ref_opts else {})},
         inputs={"seed": options.seed, "sets": len(sets), "source": origin,
                 "arrays": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in sets[0].items()}},
@@ -165,7 +239,8 @@ def compare(
     try:
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
-        common = dict(model_path=str(model_path), fingerprint=source.fingerprint, inputs_path=str(inputs_path),
+        common = dict(model_path=str(stack.path), fingerprint=stack.fingerprint, inputs_path=str(inputs_path),
+                      canonical_path=str(canonical) if canonical != stack.path else "",
                       cache_dir=str(settings.cache_dir) if options.cache else None, source=source.spec,
                       source_framework=source.framework)
 
@@ -186,6 +261,7 @@ def compare(
             opts = options.target_options.get(name, {})
             outcome = run(name, opts, latency=True)
             result = _to_result(outcome, ref_outputs, expected, options, ref_note)
+            result.flags = {**stack.flags(), **result.flags}  # a translated path may say it ran the canonical form
             outs = outcome.extra.get("outputs")
             if outs:
                 saved.update({f"{name}::{k}": v for k, v in outs.items()})

@@ -45,5 +45,6 @@ def resolve_model(spec: str, cache_dir: Path | None = None) -> SourceModel:
         raise UserError(f"{spec}: a Python model needs a function: {spec}:build")
     from compstack import ir as cir
 
-    model = cir.load(spec)
-    return SourceModel(name=Path(spec).name, model=model, origin="onnx")
+    proto = cir.load_proto(spec)
+    return SourceModel(name=Path(spec).name, model=cir.canonicalize(proto, source=spec), origin="onnx",
+                       as_written=cir.as_written(proto))

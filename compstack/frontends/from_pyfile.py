@@ -212,7 +212,7 @@ def _to_source(result: Any, name: str) -> cir.SourceModel:
     if isinstance(result, onnx.ModelProto):
         cir.check(result, name)
         return cir.SourceModel(name=name, model=cir.from_proto(result, source=name),
-                               origin="onnx")
+                               origin="onnx", as_written=cir.as_written(result))
     if isinstance(result, (tuple, list)) and len(result) == 2 and _is_torch_program(result[0]):
         from compstack.frontends.from_torch import import_torch
 

@@ -111,7 +111,7 @@ class InductorCpuTarget(TwoPathTarget):
         else:
             from compstack.translate.fx import to_fx
 
-            model = canonical_for_translation(model)
+            model = canonical_for_translation(self.translation_model or model)
             module = to_fx(model)
 
             def pack(xs: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:

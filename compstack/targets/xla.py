@@ -97,7 +97,7 @@ class XlaCpuTarget(TwoPathTarget):
             from compstack.translate.jax import to_jax
 
             with _x64(True):
-                model = canonical_for_translation(model)
+                model = canonical_for_translation(self.translation_model or model)
                 specs = _input_specs(model, self.example_inputs)
                 prog = to_jax(model)
                 jitted = jax.jit(prog.fn)

@@ -138,11 +138,11 @@ def _validate_target_options(opts: dict[str, dict[str, str]]) -> None:
         cls.Options.from_strings(kv, owner=target)
 
 
-def _load_source(model: str, cache_dir: str | None) -> Any:
+def _load_source(model: str, cache_dir: str | None, partial: bool = False) -> Any:
     from compstack.config import settings
     from compstack.sources import resolve_model
 
-    return resolve_model(model, cache_dir=settings(cache_dir=cache_dir).cache_dir)
+    return resolve_model(model, cache_dir=settings(cache_dir=cache_dir).cache_dir, partial=partial)
 
 
 def _compare_options(targets: list[str], kw: dict[str, Any]) -> Any:
@@ -204,7 +204,7 @@ def _do_compare(model: str, targets_spec: str, kw: dict[str, Any]) -> Any:
     options = _compare_options(targets, kw)
     with Progress(enabled=not kw["as_json"]) as progress:
         progress.status(f"importing {model}")
-        source = _load_source(model, kw["cache_dir"])
+        source = _load_source(model, kw["cache_dir"], partial=True)  # a native path may run what does not import
         report = compare(source, options, cfg, on_start=progress.start, on_result=progress.done,
                          save_outputs=Path(kw["save_outputs"]) if kw["save_outputs"] else None,
                          save_inputs=Path(kw["save_inputs"]) if kw["save_inputs"] else None)

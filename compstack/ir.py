@@ -535,6 +535,10 @@ class SourceModel:
             graph (torch, JAX, zoo), whose canonical form is then what the stacks get.
             The stacks receive this form by default; :attr:`model` (canonical) serves
             compstack's own analysis and translation.
+        import_error: when the common IR could not be built from a framework program
+            (a JAX primitive without an ONNX conversion), the converter's one-line
+            reason; :attr:`model` is then a signature-only graph (inputs and outputs, no
+            nodes) and only a native path can run the model. Empty otherwise.
     """
 
     name: str
@@ -546,6 +550,7 @@ class SourceModel:
     spec: str = ""
     framework: str = ""
     as_written: ir.Model | None = field(default=None, repr=False)
+    import_error: str = ""
 
     @functools.cached_property
     def fingerprint(self) -> str:

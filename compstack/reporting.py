@@ -77,6 +77,8 @@ def print_report(report: Report, console: Console | None = None) -> None:
     ref_text = ref["target"] + (f" ({ref['precision']})" if ref.get("precision") else "")
     if ref.get("fallback_from"):
         ref_text += f", fallback from {ref['fallback_from']}"
+    if ref.get("program"):
+        ref_text += f", {ref['program']}"
     console.print(f"[bold]{m['name']}[/]  {m['nodes']} nodes, {m['params']:,} params, "
                   f"fingerprint {m['fingerprint']}; reference: {ref_text}", highlight=False)
     table = Table()

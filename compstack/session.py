@@ -168,7 +168,17 @@ def _write_model(model: Any, path: Path, cache_dir: Path) -> None:
                         "COMPSTACK_CACHE_DIR") from None
 
 
+#: The reference of a JAX source whose common IR could not be built: its native program
+#: on XLA in float64 (``jax.enable_x64``, float inputs as float64).
+_JAX_X64_REFERENCE = ("xla-cpu", {"x64": "true", "path": "native"})
+
+
 def _pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str, str]]:
+    if source.import_error:
+        if choice not in ("auto", "reference", _JAX_X64_REFERENCE[0]):
+            raise UserError(f"--reference {choice}: {source.name} has no common IR ({source.import_error}); "
+                            f"only the float64 native JAX run ({_JAX_X64_REFERENCE[0]}) can be the reference")
+        return _JAX_X64_REFERENCE[0], dict(_JAX_X64_REFERENCE[1])
     if choice == "reference":
         return "reference", {"precision": "float64", "outputs": "float64"}
     if choice != "auto":
@@ -177,6 +187,28 @@ def _pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str
     if stats.flops <= FLOAT64_MAX_FLOPS and stats.params <= FLOAT64_MAX_PARAMS:
         return "reference", {"precision": "float64", "outputs": "float64"}
     return "ort-cpu", {}
+
+
+def _reference_info(source: cir.SourceModel, name: str, opts: Mapping[str, str]) -> dict[str, Any]:
+    """The report's ``reference``: the target, its precision, and for a source without a
+    common IR what ran instead of the ONNX reference."""
+    if source.import_error:
+        return {"target": name, "precision": "float64", "program": "native JAX program, jax x64 (no ONNX reference: "
+                                                                  "the common IR could not be built)"}
+    return {"target": name, **({"precision": opts["precision"]} if opts else {})}
+
+
+def _needs_common_ir(source: cir.SourceModel, name: str, opts: Mapping[str, str]) -> Result | None:
+    """The row of a target that needs the common IR when the source has none: ``unsupported``
+    at ``import`` with the converter's reason; None when the target runs the source natively."""
+    if not source.import_error:
+        return None
+    cls = registry.get(name)
+    if getattr(cls, "native_framework", "") == source.framework and opts.get("path", "auto") != "translated":
+        return None
+    return Result(target=name, status="unsupported", stage="import", error=source.import_error,
+                  notes=[f"{name} needs the common IR (ONNX), which could not be built; only a native "
+                         f"{source.framework} path runs this model"])
 
 
 def _ref_of(name: str) -> str:
@@ -229,8 +261,8 @@ def compare(
         model={"name": source.name, "fingerprint": source.fingerprint, "nodes": stats.nodes,
                "params": stats.params, "flops": stats.flops, "origin": source.origin,
                "opset": source.model.opset_imports.get("", 0), "stack_form": stack.form,
-               "stack_opset": stack.opset},
-        reference={"target": ref_name, **({"precision": ref_opts["precision"]} if ref_opts else {})},
+               "stack_opset": stack.opset, **({"import_error": source.import_error} if source.import_error else {})},
+        reference=_reference_info(source, ref_name, ref_opts),
         inputs={"seed": options.seed, "sets": len(sets), "source": origin,
                 "arrays": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in sets[0].items()}},
     )
@@ -254,17 +286,21 @@ def compare(
 
         ref_outputs, ref_note = _run_reference(run, ref_name, ref_opts, report, on_start)
         if ref_outputs is not None:
-            saved.update({f"{report.reference['target']}::{k}": v for k, v in ref_outputs.items()})
+            key = report.reference["target"] + ("@x64" if source.import_error else "")  # not the xla-cpu row's key
+            saved.update({f"{key}::{k}": v for k, v in ref_outputs.items()})
         for name in options.targets:
             if on_start:
                 on_start(name)
             opts = options.target_options.get(name, {})
-            outcome = run(name, opts, latency=True)
-            result = _to_result(outcome, ref_outputs, expected, options, ref_note)
-            result.flags = {**stack.flags(), **result.flags}  # a translated path may say it ran the canonical form
-            outs = outcome.extra.get("outputs")
-            if outs:
-                saved.update({f"{name}::{k}": v for k, v in outs.items()})
+            result = _needs_common_ir(source, name, opts)
+            if result is None:
+                outcome = run(name, opts, latency=True)
+                result = _to_result(outcome, ref_outputs, expected, options, ref_note)
+                if result.flags.get("path") != "native":  # a native path compiles the program, not a model form
+                    result.flags = {**stack.flags(), **result.flags}  # a translated path may say it ran the canonical
+                outs = outcome.extra.get("outputs")
+                if outs:
+                    saved.update({f"{name}::{k}": v for k, v in outs.items()})
             report.results.append(result)
             db.add(report, result)
             if on_result:
@@ -341,7 +377,7 @@ def _run_reference(run: Callable[..., JobOutcome], name: str, opts: Mapping[str,
         return outcome.extra["outputs"], ""
     note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
     report.reference["error"] = note
-    if name != "ort-cpu":
+    if name != "ort-cpu" and not report.model.get("import_error"):  # ort-cpu needs the common IR
         fallback = run("ort-cpu", {}, latency=False)
         if fallback.status == "ok":
             report.reference.update({"target": "ort-cpu", "fallback_from": name})

@@ -37,6 +37,7 @@ import numpy as np
 import onnx_ir as ir
 
 from compstack.errors import UnsupportedError
+from compstack.native import mutated_inputs
 from compstack.target import Availability, Compiled, Lowered
 from compstack.targets._twopath import (
     PathOptions,
@@ -272,6 +273,9 @@ class InductorLowered(Lowered):
         self.pack = pack
         self.names = names
         self.path = path
+        #: Native path: positions (in ``names``) of the inputs the program mutates in place,
+        #: in the order of the graph's ``<input>@mutated`` outputs; they are compared too.
+        self.mutated = mutated_inputs(model, names) if path == "native" else []
 
     def compile_impl(self) -> InductorCompiled:
         target = self.target
@@ -310,7 +314,8 @@ class InductorCompiled(Compiled):
 
         args, kwargs = self.lowered.pack(tensors)
         with torch.no_grad():
-            return flatten_outputs(self.lowered.optimized(*args, **kwargs))
+            outs = flatten_outputs(self.lowered.optimized(*args, **kwargs))
+        return outs + [tensors[i] for i in self.lowered.mutated]  # the inputs it changed in place, after the call
 
     def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         import torch

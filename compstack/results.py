@@ -133,8 +133,9 @@ class ResultsDB:
             raise UserError(f"--db {self.path}: cannot open results database: {exc}") from None
 
     def add(self, report: Report, result: Result) -> None:
-        """Write one finished result now (committed immediately)."""
-        lat = result.latency_ms or {}
+        """Write one finished result now (committed immediately); a failed timing is
+        kept in ``latency_json`` as ``{"error": ...}``."""
+        lat = result.latency_ms or ({"error": result.latency_error} if result.latency_error else {})
         with self.conn:
             self.conn.execute(
                 "INSERT INTO results (run_id, created, model_name, fingerprint, target, status, stage, "

@@ -1,6 +1,7 @@
 """Targets made to misbehave, for the isolation tests (imported by worker processes).
 
-Each wraps ort-cpu but breaks in ``run``: a segfault, a hang, or a memory hog.
+Each wraps ort-cpu but breaks in ``run``: a segfault, a hang, or a memory hog; or, for
+``crash-latency``, a segfault only once timing starts.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ class _CrashCompiled(_OrtCompiled):
         elif mode == "raise":
             raise RuntimeError("injected stack failure\nwith a second line")
         return super().run_impl(inputs)
+
+    def prepare_impl(self, inputs):  # noqa: ANN001, ANN201
+        if self.target.mode == "latency-segfault":  # runs fine once, dies while timing
+            ctypes.string_at(0)
+        return super().prepare_impl(inputs)
 
 
 class _CrashLowered(_OrtLowered):
@@ -69,3 +75,7 @@ class HogTarget(_Base):
 
 class RaiseTarget(_Base):
     name, mode = "crash-raise", "raise"
+
+
+class LatencySegfaultTarget(_Base):
+    name, mode = "crash-latency", "latency-segfault"

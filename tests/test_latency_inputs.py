@@ -9,7 +9,17 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from compstack import ir as cir
+from compstack import targets as registry
+from compstack.config import settings
+from compstack.ir import SourceModel
+from compstack.latency import LatencyConfig
+from compstack.runner import Limits
+from compstack.session import CompareOptions, compare
 from conftest import run_cli
+
+if "crash-latency" not in registry.names():
+    registry.register("crash-latency", "crashy:LatencySegfaultTarget")
 
 FAST = ["--min-runs", "3", "--min-time", "0", "--warmup", "1"]
 ROWS = 5  # fewer rows than generated integers reach ([0, 10)): a generated index goes out of range
@@ -56,3 +66,21 @@ def test_failure_while_timing_keeps_the_numerics_verdict(isolated_env: Path) -> 
     assert any(n.startswith("latency failed") for n in row["notes"])
     got = np.load(outs)["ort-cpu::y"]
     np.testing.assert_array_equal(got, np.arange(ROWS * 3, dtype=np.float32).reshape(ROWS, 3)[[4, 0, 3, 3, 1, 2]])
+
+
+def test_crash_while_timing_keeps_the_compared_outputs(isolated_env: Path) -> None:
+    # A real segfault in the worker once timing starts: the outputs it wrote before still count.
+    model, ins = _gather_model(isolated_env / "gather.onnx"), _user_inputs(isolated_env)
+    source = SourceModel(name="gather", model=cir.load(model))
+    feeds = dict(np.load(ins))
+    opts = CompareOptions(targets=["crash-latency"], inputs=feeds, cache=False, limits=Limits(timeout_s=60),
+                          latency=LatencyConfig(warmup=1, min_runs=3, min_time_s=0.0))
+    report = compare(source, opts, settings(cache_dir=isolated_env / "cache", db=isolated_env / "db.sqlite"))
+    (row,) = report.results
+    assert row.status == "ok" and row.outputs and row.outputs[0]["ok"], (row.status, row.stage, row.error)
+    assert row.latency_ms is None and row.latency_error.startswith("crashed:") and "SIGSEGV" in row.latency_error
+    import sqlite3
+
+    (saved,) = sqlite3.connect(isolated_env / "db.sqlite").execute("SELECT status, latency_json FROM results "
+                                                                   "WHERE target='crash-latency'").fetchall()
+    assert saved[0] == "ok" and "SIGSEGV" in json.loads(saved[1])["error"]

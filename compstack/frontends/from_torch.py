@@ -184,8 +184,11 @@ def _mutated_inputs(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> l
                   for n in ep.graph.nodes)
     if not mutable:
         return []
-    with quiet():
-        sig = ep.run_decompositions({}).graph_signature  # functionalise only: no op is decomposed
+    try:
+        with quiet():
+            sig = ep.run_decompositions({}).graph_signature  # functionalise only: no op is decomposed
+    except Exception:  # noqa: BLE001 - torch cannot functionalise it: the ONNX export will say why, if it fails
+        return []
     targets = set(sig.user_inputs_to_mutate.values())
     keys: list[int | str] = [*range(len(args)), *kwargs]
     return [(keys[i], ph) for i, ph in enumerate(sig.user_inputs) if ph in targets and i < len(keys)]

@@ -173,6 +173,14 @@ def _write_model(model: Any, path: Path, cache_dir: Path) -> None:
 _JAX_X64_REFERENCE = ("xla-cpu", {"x64": "true", "path": "native"})
 
 
+def _hint_opset(result: Result, stack: StackModel) -> None:
+    """A row that did not run the user's older-opset model says how to try the upgraded one."""
+    if result.status in ("unsupported", "failed") and result.flags.get("model_form") == "as-written" \
+            and stack.opset < cir.DEFAULT_OPSET:
+        result.notes.append(f"the stack got the model as written (opset {stack.opset}); --opset "
+                            f"{cir.DEFAULT_OPSET} compares it upgraded by the ONNX version converter")
+
+
 def _pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str, str]]:
     if source.import_error:
         if choice not in ("auto", "reference", _JAX_X64_REFERENCE[0]):
@@ -298,6 +306,7 @@ def compare(
                 result = _to_result(outcome, ref_outputs, expected, options, ref_note)
                 if result.flags.get("path") != "native":  # a native path compiles the program, not a model form
                     result.flags = {**stack.flags(), **result.flags}  # a translated path may say it ran the canonical
+                    _hint_opset(result, stack)
                 outs = outcome.extra.get("outputs")
                 if outs:
                     saved.update({f"{name}::{k}": v for k, v in outs.items()})

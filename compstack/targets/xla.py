@@ -100,7 +100,7 @@ class XlaCpuTarget(TwoPathTarget):
         specs = _input_specs(model, self.example_inputs)
         if path == "native":
             native = self.native
-            x64 = bool(self.options.x64)
+            x64 = bool(getattr(self.options, "x64", False))
             specs = [_as_float64(s) for s in specs] if x64 else specs
             args, kwargs = native.pack(specs)
             jitted = jax.jit(native.fn)
@@ -244,7 +244,7 @@ class XlaLowered(Lowered):
 
     def x64(self) -> Any:
         """The dtype mode this program was traced in (see :func:`_x64`)."""
-        return _x64(self.path == "translated" or bool(self.target.options.x64))
+        return _x64(self.path == "translated" or bool(getattr(self.target.options, "x64", False)))
 
     def compile_impl(self) -> XlaCompiled:
         with self.x64():

@@ -94,6 +94,9 @@ def _common_model_options(f: Any) -> Any:
                      help="Value range of a generated input (repeatable), as in Polygraphy."),
         click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME:D0xD1...",
                      help="Shape for an input with dynamic dims (repeatable)."),
+        click.option("--opset", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="Upgrade the model the stacks get to ai.onnx opset N (ONNX version converter) "
+                          "[default: each stack gets the model as written]."),
         click.option("--option", "target_opts", multiple=True, metavar="TARGET:KEY=VALUE",
                      help="A target option, e.g. ort-cpu:opt_level=basic (repeatable)."),
         click.option("--cache-dir", type=click.Path(file_okay=False),
@@ -152,11 +155,11 @@ def _validate_target_options(opts: dict[str, dict[str, str]]) -> None:
         cls.Options.from_strings(kv, owner=target)
 
 
-def _load_source(model: str, cache_dir: str | None) -> Any:
+def _load_source(model: str, cache_dir: str | None, partial: bool = False) -> Any:
     from compstack.config import settings
     from compstack.sources import resolve_model
 
-    return resolve_model(model, cache_dir=settings(cache_dir=cache_dir).cache_dir)
+    return resolve_model(model, cache_dir=settings(cache_dir=cache_dir).cache_dir, partial=partial)
 
 
 def _compare_options(targets: list[str], kw: dict[str, Any]) -> Any:
@@ -175,7 +178,7 @@ def _compare_options(targets: list[str], kw: dict[str, Any]) -> Any:
         val_ranges=parse_val_ranges(kw["val_ranges"]), shapes=parse_shapes(kw["input_shapes"]),
         rtol=kw["rtol"], atol=kw["atol"], latency=latency,
         limits=Limits(timeout_s=kw["timeout"], memory_mb=_memory_limit(kw["memory_limit"])),
-        cache=not kw["no_cache"], reference=kw["reference"], target_options=topts,
+        cache=not kw["no_cache"], reference=kw["reference"], target_options=topts, opset=kw["opset"],
     )
 
 
@@ -218,7 +221,7 @@ def _do_compare(model: str, targets_spec: str, kw: dict[str, Any]) -> Any:
     options = _compare_options(targets, kw)
     with Progress(enabled=not kw["as_json"]) as progress:
         progress.status(f"importing {model}")
-        source = _load_source(model, kw["cache_dir"])
+        source = _load_source(model, kw["cache_dir"], partial=True)  # a native path may run what does not import
         report = compare(source, options, cfg, on_start=progress.start, on_result=progress.done,
                          save_outputs=Path(kw["save_outputs"]) if kw["save_outputs"] else None,
                          save_inputs=Path(kw["save_inputs"]) if kw["save_inputs"] else None)
@@ -265,9 +268,10 @@ _BAD = ("mismatch", "failed", "crashed", "timeout", "oom")
 
 
 def _exit_for(report: Any) -> None:
-    """Exit 1 when a row is mismatch/failed/crashed/timeout/oom (unavailable and
-    unsupported are facts about the machine or the stack, not failures)."""
-    if any(r.status in _BAD for r in report.results):
+    """Exit 1 when a row is mismatch/failed/crashed/timeout/oom, or its stack failed
+    while timing (``latency_error``; unavailable and unsupported are facts about the
+    machine or the stack, not failures)."""
+    if any(r.status in _BAD or r.latency_error for r in report.results):
         sys.exit(1)
 
 
@@ -840,6 +844,9 @@ def ops_build(cuda: bool, as_json: bool, modules: tuple[str, ...]) -> None:
 
 def _kernel_job_options(f: Any) -> Any:
     opts = [
+        click.option("--opset", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="Upgrade the model the stacks get to ai.onnx opset N (ONNX version converter) "
+                          "[default: each stack gets the model as written]."),
         click.option("--option", "target_opts", multiple=True, metavar="TARGET:KEY=VALUE",
                      help="A target option (repeatable)."),
         click.option("--json", "as_json", is_flag=True, help="Print everything as JSON on stdout, nothing else."),

@@ -145,17 +145,30 @@ def input_sets(
 ) -> list[dict[str, np.ndarray]]:
     """``count`` input sets for latency rotation; set 0 is ``first`` when given.
 
-    Set 0 is the one every target's outputs are compared on; sets ``1..count-1`` are
-    generated from seeds ``seed+1...`` with the shapes of set 0.
+    Set 0 is the one every target's outputs are compared on. Without ``first``, sets
+    ``1..count-1`` are generated from seeds ``seed+1...``. With ``first`` (the user's
+    ``--inputs`` or the model's own example inputs) the later sets stay within what the
+    user gave: an input with a known range (``val_ranges``: ``--val-range`` or the
+    model's own) is drawn from that range with the shape of set 0, every other input
+    keeps set 0's array, so an index or divisor input never leaves the values the user
+    chose (generated integers in ``[0, 10)`` would).
     """
     sets: list[dict[str, np.ndarray]] = []
-    if first:
-        sets.append(dict(first))
-        shapes = {k: tuple(v.shape) for k, v in first.items()}
-    else:
+    if not first:
         sets.append(generate(model_inputs, seed, val_ranges, shapes))
+        for k in range(1, count):
+            sets.append(generate(model_inputs, seed + k, val_ranges, shapes))
+        return sets
+    sets.append(dict(first))
+    ranges = dict(val_ranges or {})
+    drawn = [i for i in model_inputs if i.name in first and (i.name in ranges or "" in ranges)
+             and np.dtype(i.dtype) != np.dtype(object)]
+    fixed = {i.name: tuple(first[i.name].shape) for i in drawn}
+    own = {i.name: ranges.get(i.name, ranges.get("")) for i in drawn}
     for k in range(1, count):
-        sets.append(generate(model_inputs, seed + k, val_ranges, shapes))
+        later = dict(first)
+        later.update(generate(drawn, seed + k, own, fixed) if drawn else {})
+        sets.append(later)
     return sets
 
 

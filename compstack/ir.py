@@ -189,6 +189,30 @@ def _ai_onnx_opset(proto: onnx.ModelProto) -> int:
     return max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
 
 
+def upgrade_opset(proto: onnx.ModelProto, opset: int, source: str = "<model>") -> onnx.ModelProto:
+    """``proto`` converted to ai.onnx ``opset`` by the ONNX version converter, nothing
+    else changed (no shape inference, no renaming); ``proto`` itself when it already
+    has that opset.
+
+    Raises:
+        UserError: the version converter rejects the model.
+    """
+    if _ai_onnx_opset(proto) == opset:
+        return proto
+    try:
+        return onnx.version_converter.convert_version(proto, opset)
+    except Exception as exc:  # the converter raises bare RuntimeError/ValueError
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"{source}: cannot convert opset {_ai_onnx_opset(proto)} -> {opset}: {first}") from None
+
+
+def as_written(proto: onnx.ModelProto) -> ir.Model:
+    """``proto`` in memory as an :class:`onnx_ir.Model`, exactly as written: its opset,
+    node names (empty ones too) and structure; no canonicalisation. What the stacks get
+    by default (see :class:`SourceModel`)."""
+    return ir.serde.deserialize_model(proto)
+
+
 def canonicalize(proto: onnx.ModelProto, source: str = "<model>", opset: int = DEFAULT_OPSET) -> ir.Model:
     """Bring a model to the common IR's canonical form.
 
@@ -208,13 +232,7 @@ def canonicalize(proto: onnx.ModelProto, source: str = "<model>", opset: int = D
         UserError: the version converter or shape inference rejects the model.
     """
     if _ai_onnx_opset(proto) < opset:
-        try:
-            proto = onnx.version_converter.convert_version(proto, opset)
-        except Exception as exc:  # the converter raises bare RuntimeError/ValueError
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UserError(
-                f"{source}: cannot upgrade opset {_ai_onnx_opset(proto)} -> {opset}: {first}"
-            ) from None
+        proto = upgrade_opset(proto, opset, source)
     try:
         if proto.ByteSize() < 2**31 - 1:
             proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
@@ -512,6 +530,15 @@ class SourceModel:
             so worker processes can rebuild the native program; empty for ONNX files.
         framework: the framework the model was written in (``torch``, ``jax``), or
             ``""`` for an ONNX file.
+        as_written: the user's ONNX model exactly as written (opset, node names,
+            structure), when the user gave an ONNX model; None when a frontend made the
+            graph (torch, JAX, zoo), whose canonical form is then what the stacks get.
+            The stacks receive this form by default; :attr:`model` (canonical) serves
+            compstack's own analysis and translation.
+        import_error: when the common IR could not be built from a framework program
+            (a JAX primitive without an ONNX conversion), the converter's one-line
+            reason; :attr:`model` is then a signature-only graph (inputs and outputs, no
+            nodes) and only a native path can run the model. Empty otherwise.
     """
 
     name: str
@@ -522,6 +549,8 @@ class SourceModel:
     native: Any = None
     spec: str = ""
     framework: str = ""
+    as_written: ir.Model | None = field(default=None, repr=False)
+    import_error: str = ""
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -529,4 +558,4 @@ class SourceModel:
         return fingerprint(self.model)
 
 
-__all__ += ["SourceModel", "source_of", "user_frame", "tensor_bytes", "check", "inline_functions"]
+__all__ += ["SourceModel", "as_written", "upgrade_opset", "source_of", "user_frame", "tensor_bytes", "check", "inline_functions"]

@@ -57,6 +57,9 @@ class Job:
             ``file:/abs.py``), taken in the parent from what the user loaded (their
             ``file.py``, ``--load``), never from the model file: a model's metadata
             cannot make a worker import anything.
+        canonical_path: the canonical common IR file when ``model_path`` is another form
+            (the user's model as written, or upgraded with ``--opset``): translated
+            XLA/Inductor paths fall back to it when their converters need it.
     """
 
     model_path: str
@@ -77,6 +80,7 @@ class Job:
     source: str = ""
     source_framework: str = ""
     op_origins: list[str] = field(default_factory=list)
+    canonical_path: str = ""
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
@@ -280,10 +284,19 @@ def _pending_stage(lowered: Any, done: Sequence[str], compiled: Any = None) -> s
 
 
 def _attach_source(job: Job, target: Any, model: Any) -> None:
-    """Give the target the example inputs (input set 0) and, when it compiles the
-    source's framework natively, the rebuilt framework program."""
+    """Give the target the example inputs (input set 0), when it compiles the source's
+    framework natively the rebuilt framework program, and, when the job's model is not
+    the canonical form, a translated path the canonical form its converters may need."""
     sets = _load_sets(job.inputs_path)
     target.example_inputs = sets[0] if sets and sets[0] else None
+    _attach_native(job, target, model)
+    if job.canonical_path and hasattr(target, "use_canonical_if_needed"):
+        target.use_canonical_if_needed(model, job.canonical_path)
+
+
+def _attach_native(job: Job, target: Any, model: Any) -> None:
+    """Set ``target.native`` to the rebuilt framework program when the target compiles
+    the source's framework natively (and the rebuild is the imported program)."""
     wanted = getattr(target, "native_framework", "")
     if not wanted or not job.source or job.source_framework != wanted:
         return
@@ -360,8 +373,14 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
     np.savez(job.outputs_path, **encode_arrays(outputs))
     if job.latency is not None:
         stage("latency")
-        calls = [compiled.prepare(s) for s in inputs]
-        outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()
+        try:
+            calls = [compiled.prepare(s) for s in inputs]
+            outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the stack failed while timing: the outputs above still count
+            outcome.extra["latency_error"] = _first_line(exc)
+            outcome.log = traceback.format_exc()
 
 
 def _check_dtypes(target: Any, arrays: dict[str, np.ndarray]) -> None:

@@ -24,7 +24,7 @@ from compstack.config import settings
 from compstack.inputs import input_sets, save_npz
 from compstack.jobs import Job, pack_sets
 from compstack.runner import Limits, run_isolated
-from compstack.session import model_file
+from compstack.session import model_file, stack_model_file
 from compstack.ops._registry import origins_for
 from compstack.procs import run_tempdir
 
@@ -58,7 +58,8 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
         target: a registered target name.
         out: a writable folder.
         options: the target's options as strings.
-        kw: CLI values used here: ``cache_dir``, ``timeout``, ``memory_limit``, ``seed``.
+        kw: CLI values used here: ``cache_dir``, ``timeout``, ``memory_limit``, ``seed``,
+            ``opset`` (upgrade the model the stack gets; default: as written).
 
     Returns:
         The manifest (also written to ``out/manifest.json``), with ``status``,
@@ -75,7 +76,10 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
     try:
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
-        job = Job(model_path=str(model_file(source, cfg.cache_dir)), fingerprint=source.fingerprint,
+        stack = stack_model_file(source, cfg.cache_dir, kw.get("opset"))
+        canonical = model_file(source, cfg.cache_dir)
+        job = Job(model_path=str(stack.path), fingerprint=stack.fingerprint,
+                  canonical_path=str(canonical) if canonical != stack.path else "",
                   target=target, target_ref=next(e.ref for e in registry.entries() if e.name == target),
                   inputs_path=str(inputs_path), workdir=str(work / "job"), options=dict(options),
                   cache_dir=None, latency=None, artifact_dir=str(out), stages_dir=str(out / "stages"), run=False,
@@ -92,7 +96,7 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
         "outputs": [{"name": v.name, "dtype": str(v.dtype.numpy()) if v.dtype else None,
                      "shape": [d if isinstance(d, int) else str(d) for d in v.shape] if v.shape is not None else None}
                     for v in source.model.graph.outputs],
-        "flags": outcome.flags, "versions": outcome.versions,
+        "flags": {**stack.flags(), **outcome.flags}, "versions": outcome.versions,
         "lower_s": outcome.lower_s, "compile_s": outcome.compile_s,
         "artifacts": [str(Path(a).relative_to(out)) if Path(a).is_relative_to(out) else a
                       for a in outcome.artifacts],

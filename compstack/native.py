@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["NativeProgram", "align_torch_weights", "flatten_outputs", "jax_rebuild_differs", "load_native",
-           "torch_program"]
+__all__ = ["MUTATED_SUFFIX", "NativeProgram", "align_torch_weights", "flatten_outputs", "jax_rebuild_differs",
+           "load_native", "mutated_inputs", "torch_program"]
 
 
 @dataclass
@@ -39,6 +39,23 @@ class NativeProgram:
     def args(self, inputs: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``(args, kwargs)`` for ``fn`` from inputs keyed by IR input name."""
         return self.pack([inputs[n] for n in self.input_names])
+
+
+#: Suffix of a graph output that holds an input's value after the program mutated it in
+#: place (written by :mod:`compstack.frontends.from_torch`).
+MUTATED_SUFFIX = "@mutated"
+
+
+def mutated_inputs(model: Any, input_names: list[str]) -> list[int]:
+    """Positions in ``input_names`` of the inputs whose new values are graph outputs
+    (``<input>@mutated``), in output order: what a native program must append to its own
+    outputs, since it changes those inputs in place instead of returning them."""
+    out = []
+    for v in model.graph.outputs:
+        base = v.name[: -len(MUTATED_SUFFIX)] if v.name and v.name.endswith(MUTATED_SUFFIX) else ""
+        if base in input_names:
+            out.append(input_names.index(base))
+    return out
 
 
 def flatten_outputs(out: Any, framework: str = "torch") -> list[Any]:

@@ -77,6 +77,8 @@ def print_report(report: Report, console: Console | None = None) -> None:
     ref_text = ref["target"] + (f" ({ref['precision']})" if ref.get("precision") else "")
     if ref.get("fallback_from"):
         ref_text += f", fallback from {ref['fallback_from']}"
+    if ref.get("program"):
+        ref_text += f", {ref['program']}"
     console.print(f"[bold]{m['name']}[/]  {m['nodes']} nodes, {m['params']:,} params, "
                   f"fingerprint {m['fingerprint']}; reference: {ref_text}", highlight=False)
     table = Table()
@@ -98,9 +100,13 @@ def print_report(report: Report, console: Console | None = None) -> None:
             notes.append(str(r.flags["native_note"]))
         if r.flags.get("tuned") is False:
             notes.append("untuned: default schedules, no auto-tuning")
+        if r.flags.get("model_form_reason"):
+            notes.append(str(r.flags["model_form_reason"]))
         footnotes.extend(f"[bold]{r.target}[/]: {n}" for n in notes)
         path = r.flags.get("path")  # XLA/Inductor: native or translated (see targets/_twopath.py)
-        label = f"{r.target} [dim]{escape(path)}[/]" if path else r.target
+        form = _form_word(r.flags)
+        words = ", ".join(w for w in (path, form) if w)
+        label = f"{r.target} [dim]{escape(words)}[/]" if words else r.target
         table.add_row(label, f"[{_STYLE.get(r.status, '')}]{r.status}[/]",
                       _fmt(r.compile_s, ".2f"), _fmt(lat.get("median"), ".4g"), _fmt(lat.get("p10"), ".4g"),
                       _fmt(lat.get("p90"), ".4g"), _fmt(lat["cv"] * 100, ".1f") + "%" if lat else "-",
@@ -110,6 +116,18 @@ def print_report(report: Report, console: Console | None = None) -> None:
         console.print("  " + note, highlight=False, soft_wrap=True)
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+
+
+def _form_word(flags: dict[str, Any]) -> str:
+    """The model form a row ran, for the table: ``as written (opset 13)``, ``opset 20``
+    (upgraded with ``--opset``), ``canonical`` (a frontend's graph, or the canonical form
+    a translated path needed); empty for rows without the flag (a failed import)."""
+    form = flags.get("model_form")
+    if not form:
+        return ""
+    if form == "as-written":
+        return f"as written (opset {flags.get('model_opset')})"
+    return str(form)
 
 
 def print_outputs(report: Report, console: Console | None = None) -> None:

@@ -52,6 +52,9 @@ class Result:
         flags: how the stack was invoked.
         cached: the artifact came from the cache.
         notes: remarks for the reader (untuned TVM, rebuilt cache entry...).
+        latency_error: how timing failed (the stack raised, crashed, hung or ran out
+            of memory in the ``latency`` stage) after the outputs were written; the
+            status is still the numerics verdict. Empty when timing worked or was off.
     """
 
     target: str
@@ -66,6 +69,7 @@ class Result:
     cached: bool = False
     unsupported_ops: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    latency_error: str = ""
     log: str = ""
 
     def to_dict(self, with_log: bool = False) -> dict[str, Any]:
@@ -226,8 +230,9 @@ class ResultsDB:
         self.journal.unlink()
 
     def add(self, report: Report, result: Result) -> None:
-        """Write one finished result now (committed immediately, else journaled)."""
-        lat = result.latency_ms or {}
+        """Write one finished result now (committed immediately, else journaled); a failed
+        timing is kept in ``latency_json`` as ``{"error": ...}``."""
+        lat = result.latency_ms or ({"error": result.latency_error} if result.latency_error else {})
         values = (report.run_id, time.time(), report.model.get("name", ""), report.model.get("fingerprint", ""),
                   result.target, result.status, result.stage, result.error, result.compile_s, lat.get("median"),
                   json.dumps(lat), json.dumps(result.outputs), json.dumps(result.versions),

@@ -38,7 +38,7 @@ from compstack.runner import Limits, run_inline, run_isolated
 from compstack.ops._registry import origins_for
 from compstack.procs import run_tempdir
 
-__all__ = ["CompareOptions", "compare", "model_file", "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
+__all__ = ["CompareOptions", "StackModel", "compare", "model_file", "stack_model_file", "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
 
 #: Largest model (FLOPs of MatMul/Gemm/Conv) the float64 reference evaluator is used for.
 FLOAT64_MAX_FLOPS = 20e9
@@ -63,6 +63,8 @@ class CompareOptions:
         reference: ``auto``, ``reference`` (float64) or a target name.
         target_options: ``{target: {option: value}}`` from ``--option``.
         isolate: run jobs in worker processes (default); False runs them inline.
+        opset: upgrade the model the stacks get to this ai.onnx opset (``--opset``);
+            None gives them the model as written (see :func:`stack_model_file`).
     """
 
     targets: list[str]
@@ -78,21 +80,88 @@ class CompareOptions:
     reference: str = "auto"
     target_options: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     isolate: bool = True
+    opset: int | None = None
 
 
 def model_file(source: cir.SourceModel, cache_dir: Path) -> Path:
-    """The canonical ONNX file of ``source``: ``<cache_dir>/models/<fingerprint>/model.onnx``.
-
-    The entry is a folder published atomically with a manifest (size and SHA-256 of
-    each file, and the fingerprint, :mod:`compstack.integrity`); an existing entry is
-    verified before it is used, and a bad one (truncated, altered, malformed
-    ``meta.json``, another model's fingerprint) is replaced.
+    """The canonical ONNX file of ``source``: ``<cache_dir>/models/<fingerprint>/model.onnx``
+    (see :func:`_store_model`).
 
     Raises:
         UserError: the cache folder cannot be written.
     """
-    fp = source.fingerprint
-    folder = cache_dir / "models" / fp
+    return _store_model(source.model, source.fingerprint, cache_dir)
+
+
+@dataclass(frozen=True)
+class StackModel:
+    """The model file the stacks receive, and which form it is.
+
+    Attributes:
+        path: the ONNX file.
+        fingerprint: :func:`compstack.ir.fingerprint` of it (the artifact-cache key).
+        form: ``as-written`` (the user's ONNX model unchanged), ``canonical`` (a graph
+            compstack's frontend made: torch, JAX, zoo) or ``opset N`` (upgraded on
+            request, ``--opset N``).
+        opset: its ai.onnx opset.
+    """
+
+    path: Path
+    fingerprint: str
+    form: str
+    opset: int
+
+    def flags(self) -> dict[str, Any]:
+        """The row flags naming the form (``model_form``, ``model_opset``)."""
+        return {"model_form": self.form, "model_opset": self.opset}
+
+
+def stack_model_file(source: cir.SourceModel, cache_dir: Path, opset: int | None = None) -> StackModel:
+    """The model every stack gets, written once under ``<cache_dir>/models/``.
+
+    By default that is the model as the user wrote it (:attr:`SourceModel.as_written`:
+    its opset, node names and structure), or the canonical form when a frontend made
+    the graph; the canonical form (:func:`model_file`) serves compstack's own analysis
+    and the translated XLA/Inductor paths. ``opset`` upgrades the stacks' model to that
+    ai.onnx opset with the ONNX version converter (``--opset N``); nothing else changes.
+
+    Raises:
+        UserError: ``opset`` is below the model's own (only upgrades are offered), the
+            version converter rejects the model, or the folder is not writable.
+    """
+    base = source.as_written if source.as_written is not None else source.model
+    form = "as-written" if source.as_written is not None else "canonical"
+    if base is source.model and opset is None:
+        return StackModel(model_file(source, cache_dir), source.fingerprint, form, _opset_of(base))
+    model = base
+    if opset is not None:
+        have = _opset_of(base)
+        if opset < have:
+            raise UserError(f"--opset {opset}: the model has opset {have}; --opset only upgrades")
+        if opset > have:
+            model = cir.as_written(cir.upgrade_opset(cir.to_proto(base), opset, source.name))
+            form = f"opset {opset}"
+    fp = cir.fingerprint(model)
+    return StackModel(_store_model(model, fp, cache_dir, ".stacks"), fp, form, _opset_of(model))
+
+
+def _opset_of(model: Any) -> int:
+    return int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0)))
+
+
+def _store_model(model: Any, fp: str, cache_dir: Path, kind: str = "") -> Path:
+    """The store entry of ``model`` (fingerprint ``fp``): ``<cache_dir>/models/<fp><kind>/model.onnx``.
+
+    The entry is a folder published atomically with a manifest (size and SHA-256 of
+    each file, and the fingerprint, :mod:`compstack.integrity`); an existing entry is
+    verified before it is used, and a bad one (truncated, altered, malformed
+    ``meta.json``, another model's fingerprint) is replaced. Workers check the same
+    manifest before they load the file (:func:`compstack.jobs._verify_model_file`).
+
+    Raises:
+        UserError: the cache folder is not writable.
+    """
+    folder = cache_dir / "models" / f"{fp}{kind}"
     if folder.exists():
         meta, _ = check_manifest(folder)
         if meta is not None and meta.get("fingerprint") == fp:
@@ -102,7 +171,7 @@ def model_file(source: cir.SourceModel, cache_dir: Path) -> Path:
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
-        cir.save(source.model, staging / "model.onnx")
+        cir.save(model, staging / "model.onnx")
         write_manifest(staging, sorted(staging.iterdir()), {"fingerprint": fp})
         try:
             os.rename(staging, folder)
@@ -119,7 +188,25 @@ def model_file(source: cir.SourceModel, cache_dir: Path) -> Path:
     return folder / "model.onnx"
 
 
+#: The reference of a JAX source whose common IR could not be built: its native program
+#: on XLA in float64 (``jax.enable_x64``, float inputs as float64).
+_JAX_X64_REFERENCE = ("xla-cpu", {"x64": "true", "path": "native"})
+
+
+def _hint_opset(result: Result, stack: StackModel) -> None:
+    """A row that did not run the user's older-opset model says how to try the upgraded one."""
+    if result.status in ("unsupported", "failed") and result.flags.get("model_form") == "as-written" \
+            and stack.opset < cir.DEFAULT_OPSET:
+        result.notes.append(f"the stack got the model as written (opset {stack.opset}); --opset "
+                            f"{cir.DEFAULT_OPSET} compares it upgraded by the ONNX version converter")
+
+
 def _pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str, str]]:
+    if source.import_error:
+        if choice not in ("auto", "reference", _JAX_X64_REFERENCE[0]):
+            raise UserError(f"--reference {choice}: {source.name} has no common IR ({source.import_error}); "
+                            f"only the float64 native JAX run ({_JAX_X64_REFERENCE[0]}) can be the reference")
+        return _JAX_X64_REFERENCE[0], dict(_JAX_X64_REFERENCE[1])
     if choice == "reference":
         return "reference", {"precision": "float64", "outputs": "float64"}
     if choice != "auto":
@@ -128,6 +215,28 @@ def _pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str
     if stats.flops <= FLOAT64_MAX_FLOPS and stats.params <= FLOAT64_MAX_PARAMS:
         return "reference", {"precision": "float64", "outputs": "float64"}
     return "ort-cpu", {}
+
+
+def _reference_info(source: cir.SourceModel, name: str, opts: Mapping[str, str]) -> dict[str, Any]:
+    """The report's ``reference``: the target, its precision, and for a source without a
+    common IR what ran instead of the ONNX reference."""
+    if source.import_error:
+        return {"target": name, "precision": "float64", "program": "native JAX program, jax x64 (no ONNX reference: "
+                                                                  "the common IR could not be built)"}
+    return {"target": name, **({"precision": opts["precision"]} if opts else {})}
+
+
+def _needs_common_ir(source: cir.SourceModel, name: str, opts: Mapping[str, str]) -> Result | None:
+    """The row of a target that needs the common IR when the source has none: ``unsupported``
+    at ``import`` with the converter's reason; None when the target runs the source natively."""
+    if not source.import_error:
+        return None
+    cls = registry.get(name)
+    if getattr(cls, "native_framework", "") == source.framework and opts.get("path", "auto") != "translated":
+        return None
+    return Result(target=name, status="unsupported", stage="import", error=source.import_error,
+                  notes=[f"{name} needs the common IR (ONNX), which could not be built; only a native "
+                         f"{source.framework} path runs this model"])
 
 
 def _ref_of(name: str) -> str:
@@ -168,7 +277,9 @@ def compare(
     db = ResultsDB(settings.db, settings.db_busy_timeout_s)
     work = run_tempdir("compstack-run-")
     try:
-        model_path = model_file(source, settings.cache_dir if options.cache else work)
+        folder = settings.cache_dir if options.cache else work
+        stack = stack_model_file(source, folder, options.opset)
+        canonical = model_file(source, folder)
     except UserError:
         db.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -177,8 +288,9 @@ def compare(
     report = Report(
         model={"name": source.name, "fingerprint": source.fingerprint, "nodes": stats.nodes,
                "params": stats.params, "flops": stats.flops, "origin": source.origin,
-               "opset": source.model.opset_imports.get("", 0)},
-        reference={"target": ref_name, **({"precision": ref_opts["precision"]} if ref_opts else {})},
+               "opset": source.model.opset_imports.get("", 0), "stack_form": stack.form,
+               "stack_opset": stack.opset, **({"import_error": source.import_error} if source.import_error else {})},
+        reference=_reference_info(source, ref_name, ref_opts),
         inputs={"seed": options.seed, "sets": len(sets), "source": origin,
                 "arrays": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in sets[0].items()}},
     )
@@ -189,7 +301,8 @@ def compare(
     try:
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
-        common = dict(model_path=str(model_path), fingerprint=source.fingerprint, inputs_path=str(inputs_path),
+        common = dict(model_path=str(stack.path), fingerprint=stack.fingerprint, inputs_path=str(inputs_path),
+                      canonical_path=str(canonical) if canonical != stack.path else "",
                       cache_dir=str(settings.cache_dir) if options.cache else None, source=source.spec,
                       source_framework=source.framework, op_origins=origins_for(source.model))
 
@@ -197,21 +310,28 @@ def compare(
             job = Job(target=name, target_ref=_ref_of(name), workdir=str(work / name), options=dict(opts),
                       latency=vars(options.latency) if latency and options.latency else None, **common)
             outcome = run_isolated(job, options.limits) if options.isolate else run_inline(job)
+            _keep_numerics_of_latency_fault(outcome)
             outcome.extra["outputs"] = _load_outputs(job) if outcome.status == "ok" else None
             return outcome
 
         ref_outputs, ref_note = _run_reference(run, ref_name, ref_opts, report, on_start)
         if ref_outputs is not None:
-            saved.update({f"{report.reference['target']}::{k}": v for k, v in ref_outputs.items()})
+            key = report.reference["target"] + ("@x64" if source.import_error else "")  # not the xla-cpu row's key
+            saved.update({f"{key}::{k}": v for k, v in ref_outputs.items()})
         for name in options.targets:
             if on_start:
                 on_start(name)
             opts = options.target_options.get(name, {})
-            outcome = run(name, opts, latency=True)
-            result = _to_result(outcome, ref_outputs, expected, options, ref_note)
-            outs = outcome.extra.get("outputs")
-            if outs:
-                saved.update({f"{name}::{k}": v for k, v in outs.items()})
+            result = _needs_common_ir(source, name, opts)
+            if result is None:
+                outcome = run(name, opts, latency=True)
+                result = _to_result(outcome, ref_outputs, expected, options, ref_note)
+                if result.flags.get("path") != "native":  # a native path compiles the program, not a model form
+                    result.flags = {**stack.flags(), **result.flags}  # a translated path may say it ran the canonical
+                    _hint_opset(result, stack)
+                outs = outcome.extra.get("outputs")
+                if outs:
+                    saved.update({f"{name}::{k}": v for k, v in outs.items()})
             report.results.append(result)
             db.add(report, result)
             if on_result:
@@ -262,6 +382,19 @@ def _make_input_sets(source: cir.SourceModel, options: CompareOptions) -> tuple[
         raise UserError("the requested input shapes do not fit in memory; check --input-shape") from None
 
 
+#: Statuses the runner gives a worker it lost (killed or died) rather than one that reported.
+_LOST = ("crashed", "timeout", "oom")
+
+
+def _keep_numerics_of_latency_fault(outcome: JobOutcome) -> None:
+    """A worker lost while timing (crash, hang, memory) had already run and written its
+    outputs: the row keeps them, to be compared, and says how latency failed
+    (``extra["latency_error"]``); the status becomes the numerics verdict."""
+    if outcome.status in _LOST and outcome.stage == "latency":
+        outcome.extra["latency_error"] = f"{outcome.status}: {outcome.error}"
+        outcome.status, outcome.stage, outcome.error = "ok", "", ""
+
+
 def _load_outputs(job: Job) -> dict[str, np.ndarray] | None:
     if not job.outputs_path.exists():
         return None
@@ -280,7 +413,7 @@ def _run_reference(run: Callable[..., JobOutcome], name: str, opts: Mapping[str,
         return outcome.extra["outputs"], ""
     note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
     report.reference["error"] = note
-    if name != "ort-cpu":
+    if name != "ort-cpu" and not report.model.get("import_error"):  # ort-cpu needs the common IR
         fallback = run("ort-cpu", {}, latency=False)
         if fallback.status == "ok":
             report.reference.update({"target": "ort-cpu", "fallback_from": name})
@@ -299,6 +432,10 @@ def _to_result(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expect
                     compile_s=compile_s, latency_ms=outcome.latency, versions=outcome.versions,
                     flags=outcome.flags, cached=outcome.cached, unsupported_ops=outcome.unsupported_ops,
                     notes=notes, log=outcome.log)
+    latency_error = outcome.extra.get("latency_error", "")
+    if latency_error:
+        result.latency_error = latency_error
+        result.notes.append(f"latency failed (outputs were compared): {latency_error}")
     lat = outcome.latency
     if lat and lat.get("noisy"):
         result.notes.append(f"latency CV {lat['cv']:.1%} > 2.5 %: noisy measurement (std/mean; p10-p90 shows "

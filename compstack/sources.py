@@ -21,8 +21,15 @@ __all__ = ["DEFAULT_MODEL", "resolve_model"]
 DEFAULT_MODEL = "zoo:cnn"
 
 
-def resolve_model(spec: str, cache_dir: Path | None = None) -> SourceModel:
+def resolve_model(spec: str, cache_dir: Path | None = None, partial: bool = False) -> SourceModel:
     """Import the model named by ``spec``.
+
+    Args:
+        spec: see the module docstring.
+        cache_dir: the zoo's cache folder.
+        partial: a ``file.py:function`` JAX program whose jaxpr does not convert to the
+            common IR is returned with ``import_error`` set instead of raising (``compare``
+            and ``run`` still run its native XLA path).
 
     Raises:
         UserError: unknown zoo name, missing or malformed file, bad ``file.py:function``.
@@ -38,12 +45,13 @@ def resolve_model(spec: str, cache_dir: Path | None = None) -> SourceModel:
     if sep and path_part.endswith(".py"):
         from compstack.frontends.from_pyfile import import_pyfile
 
-        source = import_pyfile(spec)
+        source = import_pyfile(spec, partial=partial)
         source.spec = f"{Path(path_part).resolve()}:{func}"
         return source
     if spec.endswith(".py"):
         raise UserError(f"{spec}: a Python model needs a function: {spec}:build")
     from compstack import ir as cir
 
-    model = cir.load(spec)
-    return SourceModel(name=Path(spec).name, model=model, origin="onnx")
+    proto = cir.load_proto(spec)
+    return SourceModel(name=Path(spec).name, model=cir.canonicalize(proto, source=spec), origin="onnx",
+                       as_written=cir.as_written(proto))

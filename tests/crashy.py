@@ -1,6 +1,7 @@
 """Targets made to misbehave, for the isolation tests (imported by worker processes).
 
-Each wraps ort-cpu but breaks in ``run``: a segfault, a hang, or a memory hog.
+Each wraps ort-cpu but breaks in ``run``: a segfault, a hang, or a memory hog; or, for
+``crash-latency``, a segfault only once timing starts.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ class _CrashCompiled(_OrtCompiled):
             Path(sys.argv[-1]).with_name("result.json").write_text('{"target": "crash-torn", "sta')
             os._exit(0)
         return super().run_impl(inputs)
+
+    def prepare_impl(self, inputs):  # noqa: ANN001, ANN201
+        if self.target.mode == "latency-segfault":  # runs fine once, dies while timing
+            ctypes.string_at(0)
+        return super().prepare_impl(inputs)
 
 
 class _CrashLowered(_OrtLowered):
@@ -98,3 +104,7 @@ class StartHangTarget(_Base):
     @classmethod
     def availability(cls):  # noqa: ANN206
         time.sleep(3600)
+
+
+class LatencySegfaultTarget(_Base):
+    name, mode = "crash-latency", "latency-segfault"

@@ -57,7 +57,7 @@ from onnx import helper, numpy_helper
 from compstack import ir as cir
 from compstack.errors import UserError
 
-__all__ = ["PRIMITIVES", "import_jax", "input_names_of", "native_program"]
+__all__ = ["PRIMITIVES", "ConversionError", "import_jax", "input_names_of", "native_program"]
 
 #: Metadata key with the user-code location (same key as the torch frontend).
 SOURCE_KEY = "compstack.source"
@@ -78,6 +78,7 @@ def import_jax(
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     const_argnums: Sequence[int] = (),
+    partial: bool = False,
 ) -> cir.SourceModel:
     """Trace a JAX function and import it into the common IR.
 
@@ -94,6 +95,10 @@ def import_jax(
             the dict key paths when ``fn`` returns a dict, else ``output_0``...).
         const_argnums: positions in ``example_args`` whose leaves are baked in as named
             initializers (weights) instead of graph inputs.
+        partial: when the jaxpr does not convert (:class:`ConversionError`), return
+            the source anyway with ``import_error`` set to the converter's one-line
+            reason and ``model`` a signature-only graph (inputs and outputs, no nodes),
+            so the native XLA path can still run it; default: raise.
 
     Returns:
         A :class:`compstack.ir.SourceModel` with ``origin="jax"``, ``framework="jax"``,
@@ -127,17 +132,68 @@ def import_jax(
     outs = _output_names(out_shape, out_leaves, output_names, name, set(spec.names))
 
     spec.arrays = [a.astype(v.aval.dtype, copy=False) for a, v in zip(spec.arrays, closed.jaxpr.invars)]
-    conv = _Converter(name)
-    _check_known(closed.jaxpr, conv)
-    proto = conv.build(closed, spec, outs)
-    cir.check(proto, name)
-    model = cir.from_proto(proto, source=name)
-    _remove_unused(model)
+    import_error = ""
+    try:
+        model = _to_common_ir(closed, spec, outs, name)
+    except ConversionError as exc:
+        if not partial:
+            raise
+        import_error = str(exc)
+        model = _signature_model(closed, spec, outs, out_leaves, name)
     examples = {n: a for n, a, is_input in zip(spec.names, spec.arrays, spec.is_input) if is_input}
     source = cir.SourceModel(name=name, model=model, example_inputs=examples, origin="jax",
-                             native=_program(fn, spec))
+                             native=_program(fn, spec), import_error=import_error)
     source.framework = "jax"
     return source
+
+
+class ConversionError(UserError):
+    """The function traced, but its jaxpr does not convert to the common IR (a primitive
+    without an ONNX conversion, a form the converter does not handle, or a graph the
+    ONNX checker rejects). The JAX program itself is fine: XLA can still compile it."""
+
+
+def _to_common_ir(closed: Any, spec: _ArgSpec, outs: list[str], name: str) -> Any:
+    """The jaxpr converted, checked and canonicalised.
+
+    Raises:
+        ConversionError: the one-line reason, naming every unconvertible primitive and
+            its ``file.py:LINE``.
+    """
+    conv = _Converter(name)
+    try:
+        _check_known(closed.jaxpr, conv)
+        proto = conv.build(closed, spec, outs)
+        cir.check(proto, name)
+        model = cir.from_proto(proto, source=name)
+    except ConversionError:
+        raise
+    except UserError as exc:
+        raise ConversionError(str(exc)) from None
+    _remove_unused(model)
+    return model
+
+
+def _signature_model(closed: Any, spec: _ArgSpec, outs: list[str], out_leaves: list[tuple[Any, Any]],
+                     name: str) -> Any:
+    """A graph with the function's inputs and outputs and no nodes: the signature the
+    native XLA path needs (input names, dtypes, shapes; output names) when the common IR
+    could not be built. It computes nothing and no stack that reads ONNX is given it."""
+    inputs = [helper.make_tensor_value_info(n, _onnx_dtype(v.aval.dtype), list(v.aval.shape))
+              for v, n, is_input in zip(closed.jaxpr.invars, spec.names, spec.is_input) if is_input]
+    outputs = [helper.make_tensor_value_info(n, _onnx_dtype(leaf.dtype), list(leaf.shape))
+               for n, (_, leaf) in zip(outs, out_leaves)]
+    graph = helper.make_graph([], _sanitize(name) or "main_graph", inputs, outputs)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], ir_version=_IR_VERSION,
+                              producer_name="compstack.from_jax (signature only)")
+    import logging
+
+    serde = logging.getLogger("onnx_ir")
+    level, serde.level = serde.level, logging.ERROR  # "output not produced by any node" is the point here
+    try:
+        return cir.as_written(proto)
+    finally:
+        serde.setLevel(level)
 
 
 def input_names_of(fn: Callable[..., Any], example_args: Any,
@@ -420,7 +476,7 @@ def _check_known(jaxpr: Any, conv: _Converter) -> None:
         msg = f"{conv.model_name}: JAX primitive {shown} has no ONNX conversion"
     else:
         msg = f"{conv.model_name}: JAX primitives {shown}{more} have no ONNX conversion"
-    raise UserError(msg)
+    raise ConversionError(msg)
 
 
 def _onnx_dtype(dtype: Any) -> int:
@@ -599,7 +655,7 @@ class _Converter:
             outs = _CONVERTERS[prim](self, eqn, ins)
         except _Unsupported as exc:
             loc = f" at {where}" if where else ""
-            raise UserError(f"{self.model_name}: JAX primitive '{prim}'{loc}: {exc}") from None
+            raise ConversionError(f"{self.model_name}: JAX primitive '{prim}'{loc}: {exc}") from None
         finally:
             current, self._eqn = self._eqn, None
         if current.nodes:

@@ -57,11 +57,13 @@ def parse_spec(spec: str) -> tuple[Path, str]:
     return Path(path), func
 
 
-def import_pyfile(spec: str) -> cir.SourceModel:
+def import_pyfile(spec: str, partial: bool = False) -> cir.SourceModel:
     """Run ``file.py:function`` and import the model it returns.
 
     Args:
         spec: ``path/to/file.py:function``; the function takes no arguments.
+        partial: a JAX function whose jaxpr does not convert is still returned, with
+            ``import_error`` set (see :func:`compstack.frontends.from_jax.import_jax`).
 
     Returns:
         A :class:`compstack.ir.SourceModel` named ``file.py:function`` (the file's base
@@ -82,7 +84,7 @@ def import_pyfile(spec: str) -> cir.SourceModel:
             (or the JAX conversion) fails.
     """
     result, name = _call(spec)
-    return _to_source(result, name)
+    return _to_source(result, name, partial)
 
 
 def _call(spec: str) -> tuple[Any, str]:
@@ -198,7 +200,7 @@ def _find_function(module: ModuleType, path: Path, func_name: str) -> Callable[[
     return func
 
 
-def _to_source(result: Any, name: str) -> cir.SourceModel:
+def _to_source(result: Any, name: str, partial: bool = False) -> cir.SourceModel:
     """Turn the function's return value into a SourceModel.
 
     Raises:
@@ -212,7 +214,7 @@ def _to_source(result: Any, name: str) -> cir.SourceModel:
     if isinstance(result, onnx.ModelProto):
         cir.check(result, name)
         return cir.SourceModel(name=name, model=cir.from_proto(result, source=name),
-                               origin="onnx")
+                               origin="onnx", as_written=cir.as_written(result))
     if isinstance(result, (tuple, list)) and len(result) == 2 and _is_torch_program(result[0]):
         from compstack.frontends.from_torch import import_torch
 
@@ -226,7 +228,7 @@ def _to_source(result: Any, name: str) -> cir.SourceModel:
     if _is_jax_program(result):
         from compstack.frontends.from_jax import import_jax
 
-        return import_jax(result[0], result[1], name=name)
+        return import_jax(result[0], result[1], name=name, partial=partial)
     raise UserError(f"{name}: expected the function to return {_EXPECTED}, got {_describe(result)}")
 
 

@@ -31,6 +31,7 @@ import onnx_ir as ir
 
 from compstack import ir as cir
 from compstack.errors import UserError
+from compstack.native import MUTATED_SUFFIX
 
 if TYPE_CHECKING:
     import torch
@@ -89,7 +90,15 @@ def import_torch(
     """
     args, kwargs = _split_inputs(program, example_inputs, name)
     ep = _export(program, args, kwargs, name)
-    model = _to_onnx(ep, name, input_names, output_names, fold_batchnorm, opset)
+    mutated = _mutated_inputs(ep, args, kwargs)
+    n_user_outputs = 0
+    if mutated:  # export again, returning the mutated inputs too: the graph then computes them
+        n_user_outputs = len([s for s in ep.graph_signature.output_specs if s.kind.name == "USER_OUTPUT"])
+        ep = _export(_returning_mutated(program, [k for k, _ in mutated]), args, kwargs, name)
+    model = _to_onnx(ep, name, input_names, output_names and [*output_names, *(f"{n}@mutated" for _, n in mutated)],
+                     fold_batchnorm, opset)
+    if mutated:
+        _name_mutated_outputs(model, n_user_outputs, [k for k, _ in mutated], args, kwargs, name)
     add_source_locations(model)
     with quiet():
         canonical = cir.from_proto(cir.to_proto(model), source=name, opset=opset)
@@ -163,6 +172,69 @@ def _export(program: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: s
             return torch.export.export(program, args, kwargs, strict=False)
     except Exception as exc:  # torch.export raises many unrelated types
         raise UserError(f"{name}: torch.export failed: {_first_line(exc)}") from exc
+
+
+
+
+def _mutated_inputs(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[int | str, str]]:
+    """The user inputs the program mutates in place, from the functionalised program's
+    ``graph_signature.user_inputs_to_mutate``: ``(position or keyword, placeholder)`` in
+    input order. Programs without a mutating op skip the functionalisation."""
+    mutable = any(n.op == "call_function" and getattr(getattr(n.target, "_schema", None), "is_mutable", False)
+                  for n in ep.graph.nodes)
+    if not mutable:
+        return []
+    try:
+        with quiet():
+            sig = ep.run_decompositions({}).graph_signature  # functionalise only: no op is decomposed
+    except Exception:  # noqa: BLE001 - torch cannot functionalise it: the ONNX export will say why, if it fails
+        return []
+    targets = set(sig.user_inputs_to_mutate.values())
+    keys: list[int | str] = [*range(len(args)), *kwargs]
+    return [(keys[i], ph) for i, ph in enumerate(sig.user_inputs) if ph in targets and i < len(keys)]
+
+
+def _returning_mutated(program: Any, keys: list[int | str]) -> Any:
+    """A shallow copy of the module (same parameters and names) whose ``forward`` also
+    returns the inputs ``keys`` after the call, so the export computes their new values."""
+    import copy
+    import inspect
+    import types
+
+    import torch
+
+    module = program.module() if isinstance(program, torch.export.ExportedProgram) else copy.copy(program)
+    inner = type(module).forward
+
+    def forward(self: Any, *a: Any, **k: Any) -> Any:
+        out = inner(self, *a, **k)
+        return out, tuple(a[key] if isinstance(key, int) else k[key] for key in keys)
+
+    forward.__signature__ = inspect.signature(inner)  # type: ignore[attr-defined]  # keeps the input names
+    module.forward = types.MethodType(forward, module)
+    return module
+
+
+def _name_mutated_outputs(model: ir.Model, n_user: int, keys: list[int | str], args: tuple[Any, ...],
+                          kwargs: dict[str, Any], name: str) -> None:
+    """Name the graph outputs after the first ``n_user`` ``<input>@mutated``, after the
+    ONNX input each one is (inputs are in argument order: positional, then keywords)."""
+    order: list[int | str] = [*range(len(args)), *kwargs]
+    inputs = [v for v in model.graph.inputs if not v.is_initializer()]
+    extra = list(model.graph.outputs)[n_user:]
+    if len(extra) != len(keys) or len(inputs) != len(order):
+        raise UserError(f"{name}: cannot match the mutated inputs to the exported graph's outputs")
+    user = set(list(model.graph.outputs)[:n_user])
+    for i, (value, key) in enumerate(zip(extra, keys)):
+        new = f"{inputs[order.index(key)].name}{MUTATED_SUFFIX}"
+        if value in user or value.is_graph_input() or value.is_initializer():  # shared: give it its own value
+            node = ir.Node("", "Identity", [value], name=new)
+            model.graph.append(node)
+            copy = node.outputs[0]
+            copy.dtype, copy.shape = value.dtype, value.shape
+            model.graph.outputs[n_user + i] = copy
+            value = copy
+        value.name = new
 
 
 def _to_onnx(

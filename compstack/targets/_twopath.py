@@ -53,6 +53,38 @@ class TwoPathTarget(Target):
     cacheable: ClassVar[bool] = False
     table_module: ClassVar[str] = ""
 
+    def __init__(self, options: Any = None) -> None:
+        super().__init__(options)
+        #: The canonical common IR, when the job's model is another form (as written,
+        #: ``--opset N``) that the translated path's converters do not all cover.
+        self.translation_model: ir.Model | None = None
+        #: Row flags saying the translated path ran the canonical form, and why.
+        self.form_flags: dict[str, Any] = {}
+
+    def use_canonical_if_needed(self, model: ir.Model, canonical_path: str) -> None:
+        """On the translated path, translate the canonical form (``canonical_path``)
+        instead of ``model`` when compstack's converters miss ops of ``model`` at its
+        opset that the canonical form's opset covers; the row's flags say so
+        (``model_form``, ``model_opset``, ``model_form_reason``)."""
+        try:
+            if self.chosen_path() != "translated":
+                return
+        except UnsupportedError:
+            return
+        from compstack import ir as cir
+
+        missing = self.table().missing(cir.inline_functions(model))
+        if not missing:
+            return
+        canonical = ir.load(canonical_path)
+        if self.table().missing(cir.inline_functions(canonical)):
+            return  # neither form converts: the row lists the as-written model's missing ops
+        opset = canonical.opset_imports.get("", canonical.opset_imports.get("ai.onnx", 0))
+        self.translation_model = canonical
+        self.form_flags = {"model_form": "canonical", "model_opset": opset,
+                           "model_form_reason": f"compstack's converters need the canonical form (opset {opset}): "
+                                                f"none for {', '.join(missing)} in the model as given"}
+
     def chosen_path(self) -> str:
         """``native`` or ``translated`` for this job.
 
@@ -73,6 +105,7 @@ class TwoPathTarget(Target):
             flags["path"] = self.chosen_path()
         except UnsupportedError:
             flags["path"] = "native (unavailable)"
+        flags.update(self.form_flags)
         return flags
 
     def table(self) -> Any:
@@ -87,7 +120,7 @@ class TwoPathTarget(Target):
             return []
         from compstack import ir as cir
 
-        return self.table().missing(cir.inline_functions(model))
+        return self.table().missing(cir.inline_functions(self.translation_model or model))
 
     def run_eager(self, model: ir.Model, feeds: dict[str, Any]) -> dict[str, Any]:
         """Run compstack's translated program of ``model`` without the compiler (JAX with

@@ -37,6 +37,7 @@ import numpy as np
 import onnx_ir as ir
 
 from compstack.errors import UnsupportedError
+from compstack.native import mutated_inputs
 from compstack.target import Availability, Compiled, Lowered
 from compstack.targets._twopath import (
     PathOptions,
@@ -124,7 +125,7 @@ class InductorCpuTarget(TwoPathTarget):
         else:
             from compstack.translate.fx import to_fx
 
-            model = canonical_for_translation(model, self.example_inputs)
+            model = canonical_for_translation(self.translation_model or model, self.example_inputs)
             module = to_fx(model)
 
             def pack(xs: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -285,6 +286,9 @@ class InductorLowered(Lowered):
         self.pack = pack
         self.names = names
         self.path = path
+        #: Native path: positions (in ``names``) of the inputs the program mutates in place,
+        #: in the order of the graph's ``<input>@mutated`` outputs; they are compared too.
+        self.mutated = mutated_inputs(model, names) if path == "native" else []
 
     def compile_impl(self) -> InductorCompiled:
         target = self.target
@@ -323,7 +327,8 @@ class InductorCompiled(Compiled):
 
         args, kwargs = self.lowered.pack(tensors)
         with torch.no_grad():
-            return flatten_outputs(self.lowered.optimized(*args, **kwargs))
+            outs = flatten_outputs(self.lowered.optimized(*args, **kwargs))
+        return outs + [tensors[i] for i in self.lowered.mutated]  # the inputs it changed in place, after the call
 
     def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         import torch

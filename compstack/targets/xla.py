@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
@@ -42,8 +43,24 @@ from compstack.targets._twopath import (
 __all__ = ["XlaCpuTarget", "XlaCudaTarget", "XlaOptions"]
 
 
+@dataclass(frozen=True)
 class XlaOptions(PathOptions):
-    """Options of the XLA targets: ``path`` (see :class:`PathOptions`)."""
+    """Options of the XLA targets.
+
+    Attributes:
+        path: see :class:`~compstack.targets._twopath.PathOptions`.
+        x64: native path only: trace and run the JAX program with ``jax.enable_x64`` and
+            its floating-point inputs as float64, the float64 reference of a JAX source
+            whose common IR could not be built (no ONNX reference exists then).
+    """
+
+    x64: bool = False
+
+    def validate(self) -> str:
+        problem = super().validate()
+        if not problem and self.x64 and self.path == "translated":
+            return "x64=true: only the native path runs in float64"
+        return problem
 
 
 class XlaCpuTarget(TwoPathTarget):
@@ -86,10 +103,13 @@ class XlaCpuTarget(TwoPathTarget):
         specs = _input_specs(model, self.example_inputs)
         if path == "native":
             native = self.native
+            x64 = bool(getattr(self.options, "x64", False))
+            specs = [_as_float64(s) for s in specs] if x64 else specs
             args, kwargs = native.pack(specs)
             jitted = jax.jit(native.fn)
-            lowered = jitted.lower(*args, **kwargs)
-            call = _native_call(native)
+            with _x64(x64):
+                lowered = jitted.lower(*args, **kwargs)
+            call = _native_call(native, x64)
 
             def flat(*xs: Any) -> Any:  # the artifact takes the IR's inputs in order, like the translated one
                 a, k = native.pack(list(xs))
@@ -100,7 +120,7 @@ class XlaCpuTarget(TwoPathTarget):
             from compstack.translate.jax import to_jax
 
             with _x64(True):
-                model = canonical_for_translation(model, self.example_inputs)
+                model = canonical_for_translation(self.translation_model or model, self.example_inputs)
                 specs = _input_specs(model, self.example_inputs)
                 prog = to_jax(model)
                 jitted = jax.jit(prog.fn)
@@ -199,10 +219,23 @@ def _input_specs(model: ir.Model, given: dict[str, np.ndarray] | None = None) ->
     return specs
 
 
-def _native_call(native: Any) -> Callable[[Any, list[Any]], list[Any]]:
+def _as_float64(x: Any) -> Any:
+    """A float input (spec or array) as float64; anything else unchanged."""
+    import jax
+
+    if not np.issubdtype(np.dtype(x.dtype), np.floating) or np.dtype(x.dtype) == np.float64:
+        return x
+    if isinstance(x, jax.ShapeDtypeStruct):
+        return jax.ShapeDtypeStruct(x.shape, np.float64)
+    return x.astype(np.float64)
+
+
+def _native_call(native: Any, x64: bool = False) -> Callable[[Any, list[Any]], list[Any]]:
     from compstack.native import flatten_outputs
 
     def call(compiled: Any, inputs: list[Any]) -> list[Any]:
+        if x64:
+            inputs = [_as_float64(x) for x in inputs]
         args, kwargs = native.pack(list(inputs))
         return flatten_outputs(compiled(*args, **kwargs), "jax")
 
@@ -230,7 +263,7 @@ class XlaLowered(Lowered):
 
     def x64(self) -> Any:
         """The dtype mode this program was traced in (see :func:`_x64`)."""
-        return _x64(self.path == "translated")
+        return _x64(self.path == "translated" or bool(getattr(self.target.options, "x64", False)))
 
     def compile_impl(self) -> XlaCompiled:
         with self.x64():

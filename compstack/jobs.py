@@ -291,6 +291,12 @@ def _attach_source(job: Job, target: Any, model: Any) -> None:
     target.example_inputs = sets[0] if sets and sets[0] else None
     _attach_native(job, target, model)
     if job.canonical_path and hasattr(target, "use_canonical_if_needed"):
+        from compstack.integrity import check_manifest
+
+        meta, problem = check_manifest(Path(job.canonical_path).parent)
+        if meta is None:
+            raise CompstackError(f"model store entry {Path(job.canonical_path).parent} failed verification "
+                                 f"({problem}); not run")
         target.use_canonical_if_needed(model, job.canonical_path)
 
 

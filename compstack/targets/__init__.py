@@ -55,6 +55,7 @@ _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("xla-cuda", "compstack.targets.xla:XlaCudaTarget", "cuda"),
     TargetEntry("inductor-cpu", "compstack.targets.inductor:InductorCpuTarget", "cpu"),
     TargetEntry("inductor-cuda", "compstack.targets.inductor:InductorCudaTarget", "cuda"),
+    TargetEntry("torchscript-cpu", "compstack.targets.torchscript:TorchScriptCpuTarget", "cpu"),
 )
 
 #: Short names for a device: an alias expands to every registered target of it.

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,7 +145,9 @@ class TorchScriptCpuTarget(TwoPathTarget):
             module = module.eval()
         fx_module = module if path == "translated" else None
         if capture == "script":
-            scripted = torch.jit.script(module)
+            with warnings.catch_warnings():  # torch's script frontend on FX's generated __init__
+                warnings.filterwarnings("ignore", message=".*instance-level annotations")
+                scripted = torch.jit.script(module)
         else:
             args, kwargs = pack([torch.from_numpy(np.array(a)) for a in _example_arrays(model, self)])
             with torch.no_grad():

@@ -19,8 +19,13 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def cnn(tmp_path_factory: pytest.TempPathFactory) -> cir.SourceModel:
-    return zoo.load("cnn", tmp_path_factory.mktemp("zoo"))
+def zoo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("zoo")
+
+
+@pytest.fixture(scope="module")
+def cnn(zoo_root: Path) -> cir.SourceModel:
+    return zoo.load("cnn", zoo_root)
 
 
 @pytest.fixture(scope="module")
@@ -158,9 +163,12 @@ def test_path_native_needs_a_torch_source(cnn) -> None:
         cls.Options.from_strings({"capture": "jit"}, owner="torchscript-cpu")
 
 
-def test_cli_lower_writes_model_pt_and_compare_reuses_the_cache(isolated_env: Path, mlp_onnx: Path) -> None:
+def test_cli_lower_writes_model_pt_and_compare_reuses_the_cache(isolated_env: Path, mlp_onnx: Path, cnn,
+                                                                zoo_root: Path) -> None:
     out = isolated_env / "out"
-    proc = run_cli("lower", "zoo:cnn", "--target", "torchscript-cpu", "-o", str(out))
+    # the zoo entry the fixture built is reused (no second export)
+    proc = run_cli("lower", "zoo:cnn", "--target", "torchscript-cpu", "-o", str(out),
+                   env={"COMPSTACK_CACHE_DIR": str(zoo_root)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(p.name for p in (out / "stages").iterdir()) == \
         ["00-torchscript.txt", "01-torchscript-frozen.txt", "02-torchscript-optimized.txt"]

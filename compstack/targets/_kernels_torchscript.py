@@ -39,13 +39,14 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from compstack.kernels import GraphIndex, Kernel, KernelMap, ProfileSamples, build_map
 
-__all__ = ["kernel_nodes", "kernel_map", "profile"]
+__all__ = ["NodeInfo", "node_info", "kernel_nodes", "kernel_map", "profile"]
 
 #: Node kinds that compute no tensor: no kernel.
 _METADATA = frozenset({
@@ -60,6 +61,19 @@ _VIEW = re.compile(r"^aten::(view|reshape|permute|unsqueeze|squeeze|expand|expan
                    r"alias|as_strided|_unsafe_view|flatten|unflatten|narrow|split|chunk|unbind|detach|numpy_T)_?$")
 _COPY = frozenset({"aten::to_mkldnn", "aten::to_dense", "aten::contiguous"})
 _GENERATED = ("prim::TensorExprGroup", "prim::FusionGroup", "prim::CudaFusionGroup")
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What the mapping reads of one TorchScript node (kept after the node is rewritten)."""
+
+    kind: str
+    scope: str
+    source: str
+
+
+def node_info(node: Any) -> NodeInfo:
+    return NodeInfo(node.kind(), node.scopeName(), node.sourceRange())
 
 
 def kernel_nodes(graph: Any) -> list[Any]:
@@ -97,6 +111,8 @@ def _self_constant(value: Any) -> str | None:
     producer = value.node()
     if not name.startswith("self.") or not producer.kind().startswith("prim::Constant"):
         return None
+    if len(value.uses()) != 1:
+        return None  # shared: freeze pools equal constants (all-zero biases) under the first one's name
     name = _base(name[5:])
     while True:
         stripped = re.sub(r"(_mkldnn|_fused_bn|_fused_mul|_fused_add|_transposed)$", "", name)
@@ -125,35 +141,71 @@ class _Native:
                 groups.append([call])
             groups[-1].append(node.name)
 
-    def map(self, nodes: list[Any]) -> dict[int, list[str]]:
-        """Kernel position -> IR nodes, for kernels with a module scope."""
+    def map(self, nodes: list[Any], frozen: list[NodeInfo]) -> dict[int, tuple[list[str], str]]:
+        """Kernel position -> IR nodes, for kernels whose aligned frozen node has a module
+        scope (or that read an unshared ``self.<module>.<param>`` constant)."""
+        aligned = _align([node_info(n) for n in nodes], frozen)
         per_module: dict[tuple[str, str], list[int]] = {}
-        scoped: dict[int, str] = {}
+        scoped: dict[int, tuple[tuple[str, str], int]] = {}
         for i, n in enumerate(nodes):
-            module = _module_of_scope(n.scopeName())
-            if module is None and ".py" not in n.sourceRange():
+            j, src = aligned.get(i, (-1 - i, node_info(n)))
+            module = _module_of_scope(src.scope)
+            if module is None and ".py" not in src.source:
                 continue  # made by a pass: no scope, no source file (its range is the op's schema)
-            scoped[i] = module or ""
-            per_module.setdefault((scoped[i], _op_base(n.kind())), []).append(i)
-        out: dict[int, list[str]] = {}
-        for (module, op), positions in per_module.items():
-            groups = self.calls.get((module, op), [])
-            if len(groups) == len(positions):
-                for i, group in zip(positions, groups):
-                    out[i] = group[1:]
+            key = (module or "", _op_base(src.kind))
+            scoped[i] = (key, j)
+            group = per_module.setdefault(key, [])
+            if j not in group:
+                group.append(j)
+        out: dict[int, tuple[list[str], str]] = {}
+        for i, (key, j) in scoped.items():
+            sources, groups = per_module[key], self.calls.get(key, [])
+            if len(groups) == len(sources):
+                out[i] = (groups[sources.index(j)][1:], "module scope + op")
             else:
-                for i in positions:
-                    out[i] = list(self.by_module.get(module, []))
+                out[i] = (list(self.by_module.get(key[0], [])), "module scope")
         for i, n in enumerate(nodes):
-            if i not in out:
-                for value in n.inputs():
-                    const = _self_constant(value)
-                    if const and "." in const:
-                        out.setdefault(i, []).extend(self.by_module.get(const.rsplit(".", 1)[0], []))
-        return {i: v for i, v in out.items() if v}
+            if i not in out or not out[i][0]:
+                names = [m for value in n.inputs() if (c := _self_constant(value)) and "." in c
+                         for m in self.by_module.get(c.rsplit(".", 1)[0], [])]
+                out[i] = (names, "constant read")
+        return {i: v for i, v in out.items() if v[0]}
 
 
-def _translated(nodes: list[Any], fx_module: Any) -> dict[int, list[str]]:
+def _tokens(kind: str) -> list[str]:
+    """What a frozen-graph node becomes after ``optimize_for_inference``, as op names."""
+    base = kind.split("::")[-1].rstrip("_")
+    if "convolution" in base or base.startswith("conv"):
+        return ["conv"]
+    if base == "linear":  # frozen Linear -> MatMul on the transposed weight + bias Add
+        return ["matmul", "add"]
+    return [base]
+
+
+def _align(nodes: list[NodeInfo], frozen: list[NodeInfo]) -> dict[int, tuple[int, NodeInfo]]:
+    """Optimized kernel position -> (position, info) of the frozen-graph node it came from.
+
+    ``optimize_for_inference`` rewrites nodes in place, in order, and drops their scope
+    (``prim::mkldnn_convolution``, the MatMul of a Linear); the frozen graph, recorded
+    before the pass, still has it. The two op sequences are aligned (longest matching
+    blocks, :class:`difflib.SequenceMatcher`)."""
+    import difflib
+
+    tokens, owner = [], []
+    for j, n in enumerate(frozen):
+        for t in _tokens(n.kind):
+            tokens.append(t)
+            owner.append(j)
+    mine = [_tokens(n.kind)[0] for n in nodes]
+    out: dict[int, tuple[int, NodeInfo]] = {}
+    matcher = difflib.SequenceMatcher(a=mine, b=tokens, autojunk=False)
+    for a, b, size in matcher.get_matching_blocks():
+        for k in range(size):
+            out[a + k] = (owner[b + k], frozen[owner[b + k]])
+    return out
+
+
+def _translated(nodes: list[Any], fx_module: Any) -> dict[int, tuple[list[str], str]]:
     """Kernel position -> IR nodes from FX node names (output names, then buffers read)."""
     from compstack.translate.fx import ONNX_NODE_KEY
 
@@ -168,20 +220,19 @@ def _translated(nodes: list[Any], fx_module: Any) -> dict[int, list[str]]:
                 name = (user.meta.get("custom") or {}).get(ONNX_NODE_KEY)
                 if name:
                     by_attr.setdefault(str(fx_node.target), set()).add(name)
-    out: dict[int, list[str]] = {}
+    out: dict[int, tuple[list[str], str]] = {}
     for i, n in enumerate(nodes):
         found = [by_fx[_base(o.debugName())] for o in n.outputs() if _base(o.debugName()) in by_fx]
-        if not found:
-            for value in n.inputs():
-                const = _self_constant(value)
-                if const:
-                    found.extend(sorted(by_attr.get(const, ())))
         if found:
-            out[i] = found
+            out[i] = (found, "value name")
+            continue
+        found = [m for value in n.inputs() if (c := _self_constant(value)) for m in sorted(by_attr.get(c, ()))]
+        if found:
+            out[i] = (found, "constant read")
     return out
 
 
-def _neighbours(nodes: list[Any], mapped: dict[int, list[str]]) -> dict[int, list[str]]:
+def _neighbours(nodes: list[Any], mapped: dict[int, tuple[list[str], str]]) -> dict[int, list[str]]:
     """Kernel position -> the nodes of its consumer kernel (else producer), for unmapped ones."""
     position = {n: i for i, n in enumerate(nodes)}
     inferred: dict[int, list[str]] = {}
@@ -192,7 +243,7 @@ def _neighbours(nodes: list[Any], mapped: dict[int, list[str]]) -> dict[int, lis
         producers = [position[v.node()] for v in n.inputs() if v.node() in position]
         for j in sorted(users) + sorted(producers, reverse=True):
             if j in mapped:
-                inferred[i] = list(mapped[j])
+                inferred[i] = list(mapped[j][0])
                 break
     return inferred
 
@@ -243,19 +294,24 @@ def kernel_map(compiled: Any) -> KernelMap:
         mapped = _translated(nodes, lowered.fx_module)
         how = "output names of the scripted FX code (FX node -> onnx_node), then the buffers a node reads"
     else:
-        mapped = _Native(index).map(nodes)
-        how = "module scope of the traced nodes vs the torch exporter's name_scopes, then the weights a node reads"
+        mapped = _Native(index).map(nodes, compiled.frozen_nodes)
+        how = ("module scope of the traced nodes (aligned with the frozen graph, where passes have not dropped "
+               "it) vs the torch exporter's name_scopes, then the weights a node reads")
     inferred = _neighbours(nodes, mapped)
     kernels = []
+    ways: dict[str, int] = {}
     for kid, (i, n) in zip(_ids([n.kind() for n in nodes]), enumerate(nodes)):
-        names = mapped.get(i) or inferred.get(i, [])
+        names, how_one = mapped.get(i) or (inferred.get(i, []), "neighbour" if i in inferred else "none")
+        ways[how_one] = ways.get(how_one, 0) + 1
         kernels.append(Kernel(kid, _kind(n.kind()), list(names), inferred=list(inferred.get(i, [])),
                               detail={"op": n.kind(), "outputs": [o.debugName() for o in n.outputs()],
-                                      "scope": n.scopeName()}))
+                                      "mapped_by": how_one}))
     _folded_batch_norms(kernels, index)
     return build_map(compiled.model, compiled.target.name, kernels, index=index, infer=True,
                      source=f"nodes of the torchscript-optimized graph; {how}",
-                     notes=["every kernel is an ATen/oneDNN call of the JIT interpreter (no generated code on CPU)"],
+                     notes=["every kernel is an ATen/oneDNN call of the JIT interpreter (no generated code on CPU)",
+                            "kernels mapped by " + ", ".join(f"{k}: {v}" for k, v in sorted(ways.items())) +
+                            " ('module scope': all IR nodes of the module, coarser than one call)"],
                      default_reason="no node of the optimized TorchScript graph leads to it (folded into a "
                                     "constant by freeze, or a view)")
 

@@ -242,14 +242,19 @@ class TorchScriptLowered(Lowered):
     def compile_impl(self) -> TorchScriptCompiled:
         import torch
 
+        from compstack.targets._kernels_torchscript import kernel_nodes, node_info
+
         target: TorchScriptCpuTarget = self.target  # type: ignore[assignment]
         frozen = torch.jit.freeze(self.scripted.eval())
         buffer = io.BytesIO()
         torch.jit.save(frozen, buffer)
         frozen_text = _graph_text(frozen)
+        frozen_nodes = [node_info(n) for n in kernel_nodes(frozen.graph)]  # before the pass rewrites them
         optimized = target._optimize(frozen)
-        return TorchScriptCompiled(target, self.model, optimized, self.pack, self.keywords, buffer.getvalue(),
-                                   frozen_text, self)
+        out = TorchScriptCompiled(target, self.model, optimized, self.pack, self.keywords, buffer.getvalue(),
+                                  frozen_text, self)
+        out.frozen_nodes = frozen_nodes
+        return out
 
 
 class TorchScriptCompiled(Compiled):
@@ -267,6 +272,8 @@ class TorchScriptCompiled(Compiled):
         self.artifact = artifact
         self.lowered = lowered
         self.loaded = False
+        #: the frozen graph's kernel nodes before ``optimize_for_inference`` (kernel mapping)
+        self.frozen_nodes: list[Any] = []
         self.stages["torchscript-frozen"] = frozen_text
         self.stages["torchscript-optimized"] = _graph_text(module)
 

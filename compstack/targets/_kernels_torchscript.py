@@ -46,7 +46,7 @@ import numpy as np
 
 from compstack.kernels import GraphIndex, Kernel, KernelMap, ProfileSamples, build_map
 
-__all__ = ["NodeInfo", "node_info", "kernel_nodes", "kernel_map", "profile"]
+__all__ = ["NodeInfo", "kernel_map", "kernel_nodes", "node_info", "profile"]
 
 #: Node kinds that compute no tensor: no kernel.
 _METADATA = frozenset({
@@ -258,8 +258,8 @@ def _folded_batch_norms(kernels: list[Kernel], index: GraphIndex) -> None:
             node = index.by_name.get(name)
             if node is None or node.op_type != "Conv" or not node.outputs:
                 continue
-            for user in index.consumers.get(node.outputs[0].name, []):
-                if user.op_type == "BatchNormalization" and user.name not in covered:
+            for user in index.consumers.get(node.outputs[0].name or "", []):
+                if user.op_type == "BatchNormalization" and user.name and user.name not in covered:
                     k.nodes.append(user.name)
                     k.inferred.append(user.name)
                     covered.add(user.name)

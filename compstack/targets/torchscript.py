@@ -48,9 +48,13 @@ import onnx_ir as ir
 
 from compstack.errors import UnsupportedError
 from compstack.target import Availability, Compiled, Lowered
-from compstack.targets._twopath import PathOptions, TwoPathTarget, canonical_for_translation
+from compstack.targets._twopath import (
+    PathOptions,
+    TwoPathTarget,
+    canonical_for_translation,
+)
 
-__all__ = ["TorchScriptCpuTarget", "TorchScriptOptions", "CAPTURES"]
+__all__ = ["CAPTURES", "TorchScriptCpuTarget", "TorchScriptOptions"]
 
 #: Values of the ``capture`` option.
 CAPTURES = ("auto", "trace", "script")
@@ -223,7 +227,8 @@ def _example_arrays(model: ir.Model, target: TorchScriptCpuTarget) -> list[np.nd
         dtype = np.dtype(v.dtype.numpy())
         if dtype.name not in target.supported_dtypes:
             raise UnsupportedError(f"{target.name}: input '{v.name}' is {dtype.name}, which torch barely supports")
-        out.append(np.zeros(tuple(int(d) for d in v.shape), dtype))
+        shape: tuple[int, ...] = tuple(int(d) for d in v.shape if isinstance(d, int))
+        out.append(np.zeros(shape, dtype))
     return out
 
 

@@ -144,7 +144,7 @@ class TorchScriptCpuTarget(TwoPathTarget):
             from compstack.translate.fx import to_fx
 
             model = canonical_for_translation(model)
-            module, pack, keywords = to_fx(model), _positional, None
+            module, pack, keywords = _scriptable(to_fx(model)), _positional, None
         if isinstance(module, torch.nn.Module):
             module = module.eval()
         fx_module = module if path == "translated" else None
@@ -185,6 +185,23 @@ class TorchScriptCpuTarget(TwoPathTarget):
         if not self.options.optimize:  # type: ignore[attr-defined]
             return frozen
         return torch.jit.optimize_for_inference(frozen)  # in place on ``frozen``; returns it
+
+
+def _scriptable(gm: Any) -> Any:
+    """``gm`` with every call of one op overload (``torch.ops.ns.op.default``, how the
+    converters call ``torch.library`` custom ops) made a call of its overload packet
+    (``torch.ops.ns.op``): TorchScript resolves overloads itself and cannot look up the
+    ``.default`` attribute. Same op, same FX node names and metadata."""
+    import torch
+
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            node.target = node.target.overloadpacket
+            changed = True
+    if changed:
+        gm.recompile()
+    return gm
 
 
 def _positional(xs: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -301,8 +318,14 @@ class TorchScriptCompiled(Compiled):
     def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
         import torch
 
-        tensors = [torch.from_numpy(np.array(x)) for x in inputs]
-        return lambda: self._call(tensors)
+        args, kwargs = self.pack([torch.from_numpy(np.array(x)) for x in inputs])
+        module, no_grad = self.module, torch.no_grad()
+
+        def once() -> Any:  # what a bare loop does: the module's call, outputs left as they are
+            with no_grad:
+                return module(*args, **kwargs)
+
+        return once
 
     def kernels_impl(self) -> Any:
         from compstack.targets._kernels_torchscript import kernel_map

@@ -108,6 +108,12 @@ def test_model_pt_round_trips_through_the_artifact_cache(tmp_path: Path, cnn, co
     assert [n.kind() for n in kernel_nodes(loaded.module.graph)] == [n.kind() for n in kernel_nodes(comp.module.graph)]
     x = cnn.example_inputs
     np.testing.assert_array_equal(loaded.run(x)["logits"], comp.run(x)["logits"])
+    # the native path's model.pt: the frozen trace, BatchNorm folded into the convolutions
+    _, _, native = compiled["native"]
+    native.save(tmp_path / "native")
+    frozen = torch.jit.load(str(tmp_path / "native" / "model.pt"))
+    assert str(frozen.graph).count("aten::_convolution") == 6 and "batch_norm" not in str(frozen.graph)
+    assert json.loads((tmp_path / "native" / "call.json").read_text())["keywords"] == ["image"]  # zoo: by keyword
     # an altered model.pt is never loaded: the cache drops the entry
     pt = entry.folder / "model.pt"
     data = bytearray(pt.read_bytes())
@@ -163,25 +169,24 @@ def test_path_native_needs_a_torch_source(cnn) -> None:
         cls.Options.from_strings({"capture": "jit"}, owner="torchscript-cpu")
 
 
-def test_cli_lower_writes_model_pt_and_compare_reuses_the_cache(isolated_env: Path, mlp_onnx: Path, cnn,
-                                                                zoo_root: Path) -> None:
+def test_cli_lower_writes_model_pt_and_compare_reuses_the_cache(isolated_env: Path, mlp_onnx: Path) -> None:
+    """An ONNX file takes the translated path: ``lower -o`` writes model.pt and the stages
+    (lower never uses the artifact cache); a second ``compare`` loads the first one's artifact."""
     out = isolated_env / "out"
-    # the zoo entry the fixture built is reused (no second export)
-    proc = run_cli("lower", "zoo:cnn", "--target", "torchscript-cpu", "-o", str(out),
-                   env={"COMPSTACK_CACHE_DIR": str(zoo_root)})
+    proc = run_cli("lower", str(mlp_onnx), "--target", "torchscript-cpu", "-o", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(p.name for p in (out / "stages").iterdir()) == \
         ["00-torchscript.txt", "01-torchscript-frozen.txt", "02-torchscript-optimized.txt"]
     loaded = torch.jit.load(str(out / "model.pt"))  # our own artifact, just written
-    assert "aten::_convolution" in str(loaded.graph)
+    assert "aten::matmul" in str(loaded.graph) and "prim::GetAttr" not in str(loaded.graph)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["flags"]["path"] == "native" and manifest["flags"]["capture"] == "trace"
+    assert manifest["flags"]["path"] == "translated" and manifest["flags"]["capture"] == "script"
     rows = []
-    for _ in range(2):  # an ONNX file: translated path, cached artifact on the second run
+    for _ in range(2):
         proc = run_cli("compare", str(mlp_onnx), "--targets", "torchscript-cpu", "--json", "--no-latency")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         rows.append(json.loads(proc.stdout)["results"][0])
     assert [r["cached"] for r in rows] == [False, True]
-    for r in rows:
-        assert r["status"] == "ok" and r["flags"]["path"] == "translated"
-        assert r["outputs"][0]["max_abs_err"] < 1e-5
+    for row in rows:
+        assert row["status"] == "ok" and row["flags"]["path"] == "translated"
+        assert row["outputs"][0]["max_abs_err"] < 1e-5

@@ -21,7 +21,8 @@ submodule calls inlined, ``inlined_graph``, before freezing), ``torchscript-froz
 ``freeze``) and ``torchscript-optimized`` (after ``optimize_for_inference``; the graph that
 runs). The JIT's profiling executor specialises the graph further on the first calls
 (the latency warm-up absorbs them); TorchScript's CPU fuser (NNC) is off by default and
-stays off.
+stays off. (torch 2.13 marks ``optimize_for_inference`` deprecated in favour of
+``torch.compile``; TorchScript is in maintenance. This target measures it as it still ships.)
 
 Artifact: ``model.pt`` (``torch.jit.save`` of the *frozen* module) and ``call.json`` (how
 inputs are passed). The optimized module cannot be saved in a loadable form
@@ -69,10 +70,13 @@ class TorchScriptOptions(PathOptions):
         capture: ``auto`` (trace the native module, script the translated FX module),
             ``trace`` or ``script``.
         optimize: run ``torch.jit.optimize_for_inference`` after ``torch.jit.freeze``.
+        threads: ``torch.set_num_threads`` (intra-op threads, process-wide) before the
+            module runs; 0 keeps torch's default (one per core).
     """
 
     capture: str = "auto"
     optimize: bool = True
+    threads: int = 0
 
     def validate(self) -> str:
         problem = super().validate()
@@ -80,6 +84,8 @@ class TorchScriptOptions(PathOptions):
             return problem
         if self.capture not in CAPTURES:
             return f"capture={self.capture}: expected one of {', '.join(CAPTURES)}"
+        if self.threads < 0:
+            return f"threads={self.threads}: expected >= 0"
         return ""
 
 
@@ -181,6 +187,9 @@ class TorchScriptCpuTarget(TwoPathTarget):
 
     def _optimize(self, frozen: Any) -> Any:
         import torch
+
+        if self.options.threads:  # type: ignore[attr-defined]
+            torch.set_num_threads(self.options.threads)  # type: ignore[attr-defined]
 
         if not self.options.optimize:  # type: ignore[attr-defined]
             return frozen

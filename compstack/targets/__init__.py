@@ -56,6 +56,7 @@ _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("inductor-cpu", "compstack.targets.inductor:InductorCpuTarget", "cpu"),
     TargetEntry("openvino-cpu", "compstack.targets.openvino:OpenVinoCpuTarget", "cpu"),
     TargetEntry("inductor-cuda", "compstack.targets.inductor:InductorCudaTarget", "cuda"),
+    TargetEntry("torchscript-cpu", "compstack.targets.torchscript:TorchScriptCpuTarget", "cpu"),
 )
 
 #: Short names for a device: an alias expands to every registered target of it.

@@ -42,7 +42,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 import onnx_ir as ir
@@ -105,6 +105,8 @@ class TorchScriptCpuTarget(TwoPathTarget):
     needs_torch: ClassVar[bool] = True
     native_framework: ClassVar[str] = "torch"
     table_module: ClassVar[str] = "compstack.translate.fx"
+    #: no ``torch.jit.optimize_for_inference`` (``torch.jit.freeze`` still runs).
+    optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"optimize": "false"}}
     #: ``model.pt`` reloads (the translated path's artifacts go to the artifact cache;
     #: the job never caches a native program, whose code the IR fingerprint does not cover).
     cacheable: ClassVar[bool] = True

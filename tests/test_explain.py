@@ -202,6 +202,22 @@ def test_ort_reports_the_transformers_that_changed_a_model() -> None:
     assert "FusedConv" not in off.lower(model).compile().as_text("optimized")
 
 
+def test_tvm_reports_the_passes_that_changed_a_model_and_disables_them() -> None:
+    from compstack import ir as cir
+    from compstack.targets.relax import TvmLlvmTarget, TvmOptions
+
+    model = cir.canonicalize(_chain(["Add", "Relu", "Mul", "Tanh"]), source="chain")
+    applied = TvmLlvmTarget().applied_passes(model)
+    assert "FuseOps" in applied and "LegalizeOps" in applied  # TVM's own pass instrument
+    off = TvmLlvmTarget(TvmOptions(disabled_passes=("FuseOps",)))
+    assert "FuseOps" not in off.applied_passes(model)
+    compiled = off.lower(model).compile()
+    x = _x((4, 8))
+    want = explain(_chain(["Add", "Relu", "Mul", "Tanh"]), {"x": x}, ["tvm-llvm"],
+                   target_options={"tvm-llvm": {"disabled_passes": "FuseOps"}})
+    assert not want["found"] and compiled.run({"x": x})
+
+
 def test_translation_bug_is_attributed_to_compstack() -> None:
     ops = (_FILLER * 3)[:16]
     ops[8] = "Sin"

@@ -24,13 +24,18 @@ Where a stack has no switch the report says which question could not be asked.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from compstack.explain.evaluate import Run
 from compstack.explain.graph import Piece, feeds_for
 
-__all__ = ["Attribution", "attribute"]
+__all__ = ["Attribution", "attribute", "MAX_PASSES"]
+
+#: Passes tried one by one (the first that changed the model, in pipeline order): TVM's
+#: TIR pipeline alone has a hundred, most of which cannot be switched off.
+MAX_PASSES = 25
 
 
 @dataclass
@@ -115,8 +120,10 @@ def _find_pass(explainer: Any, cls: Any, target: str, opts: dict[str, str], p: P
     option = getattr(cls, "pass_option", "")
     if not option:
         return ""
-    names = explainer.evaluator.passes(Run.of(target, opts), p.model) or []
+    names = (explainer.evaluator.passes(Run.of(target, opts), p.model) or [])[:MAX_PASSES]
     for name in names:
+        if time.monotonic() > explainer.deadline:
+            break
         prior = [x for x in opts.get(option, "").split(",") if x]
         res = _check(explainer, Run.of(target, {**opts, option: ",".join([*prior, name])}), p, target)
         checks.append(res)

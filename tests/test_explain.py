@@ -137,6 +137,15 @@ def test_explain_finds_reduces_attributes_and_bundles_a_real_tvm_bug(tmp_path: P
     assert again["reproduces"] and again["target"] == "tvm-llvm"
 
 
+def test_keep_a_disagreement_between_two_stacks() -> None:
+    rep = explain(_deconv_model(4, 4), {"x": _x((1, 1, 3, 3))}, ["tvm-llvm", "ort-cpu"], keep="tvm-llvm!=ort-cpu",
+                  steps="reduce")
+    assert rep["found"] and rep["keep"] == "tvm-llvm!=ort-cpu"
+    assert rep["reduce"]["ops"] == ["ConvTranspose"]
+    same = explain(_deconv_model(4, 4), {"x": _x((1, 1, 3, 3))}, ["ort-cpu", "xla-cpu"], keep="ort-cpu!=xla-cpu")
+    assert not same["found"]
+
+
 def test_explain_ort_agrees_on_the_same_model() -> None:
     rep = explain(_deconv_model(), {"x": _x((1, 1, 3, 3))}, ["ort-cpu"])
     assert not rep["found"]

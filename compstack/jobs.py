@@ -231,6 +231,8 @@ def _attach_source(job: Job, target: Any, model: Any) -> None:
     source's framework natively, the rebuilt framework program."""
     sets = _load_sets(job.inputs_path)
     target.example_inputs = sets[0] if sets and sets[0] else None
+    if hasattr(target, "source_framework"):  # the framework targets name it when they refuse a model
+        target.source_framework = job.source_framework
     wanted = getattr(target, "native_framework", "")
     if not wanted or not job.source or job.source_framework != wanted:
         return
@@ -301,7 +303,7 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
     from compstack.inputs import encode_arrays
 
     np.savez(job.outputs_path, **encode_arrays(outputs))
-    if job.latency is not None:
+    if job.latency is not None and getattr(target, "measures_latency", True):
         stage("latency")
         calls = [compiled.prepare(s) for s in inputs]
         outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()

@@ -55,6 +55,9 @@ _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("xla-cuda", "compstack.targets.xla:XlaCudaTarget", "cuda"),
     TargetEntry("inductor-cpu", "compstack.targets.inductor:InductorCpuTarget", "cpu"),
     TargetEntry("inductor-cuda", "compstack.targets.inductor:InductorCudaTarget", "cuda"),
+    TargetEntry("tf", "compstack.targets.framework:TfTarget", "cpu", default=False),
+    TargetEntry("paddle", "compstack.targets.framework:PaddleTarget", "cpu", default=False),
+    TargetEntry("mindspore", "compstack.targets.framework:MindSporeTarget", "cpu", default=False),
 )
 
 #: Short names for a device: an alias expands to every registered target of it.

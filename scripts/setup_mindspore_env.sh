@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Create the MindSpore environment compstack's `mindspore` frontend and target use.
+#
+# MindSpore is large (804 MB wheel, about 2.5 GB installed) and cannot share a process with
+# Paddle, so it gets a venv of its own. compstack runs only a small standalone script there
+# (it does not import compstack), so the venv needs nothing but the framework.
+#
+# Usage:  scripts/setup_mindspore_env.sh [DIR]     (default DIR: ~/.compstack/envs/mindspore)
+# Then:   export COMPSTACK_MINDSPORE_PYTHON=DIR/bin/python
+set -euo pipefail
+DIR="${1:-$HOME/.compstack/envs/mindspore}"
+PY="${PYTHON:-python3}"
+"$PY" -m venv "$DIR"
+"$DIR/bin/python" -m pip install --upgrade --quiet pip
+"$DIR/bin/python" -m pip install --quiet "mindspore==2.10.*"
+"$DIR/bin/python" -c "import mindspore; print('mindspore', mindspore.__version__)"
+echo "export COMPSTACK_MINDSPORE_PYTHON=$DIR/bin/python"

@@ -369,15 +369,30 @@ def targets(as_json: bool, ops_of: str | None) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def frontends(as_json: bool) -> None:
+    """List the frontends (onnx, torch, jax, tf, paddle, mindspore): available or not, why, versions."""
+    from compstack.frontends.registry import frontend_rows
+    from compstack.reporting import print_frontends
+
+    rows = [r.to_dict() for r in frontend_rows()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+    else:
+        print_frontends(rows)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder (zoo exports are cached).")
 def zoo(as_json: bool, cache_dir: str | None) -> None:
-    """List the zoo models with their node and parameter counts."""
+    """List the zoo models with their node and parameter counts (TensorFlow, Paddle and MindSpore
+    models only where that framework is available: see `compstack frontends`)."""
     from compstack import zoo as zoo_mod
     from compstack.config import settings
     from compstack.reporting import print_zoo
 
     root = settings(cache_dir=cache_dir).cache_dir
-    rows = [{"name": f"zoo:{n}", **zoo_mod.info(n, cache_dir=root)} for n in zoo_mod.names()]
+    rows = [{"name": f"zoo:{n}", **zoo_mod.info(n, cache_dir=root)} for n in zoo_mod.names(available_only=True)]
     if as_json:
         click.echo(json.dumps(rows, indent=1, default=str))
     else:

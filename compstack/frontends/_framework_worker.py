@@ -183,6 +183,28 @@ def _export_tf(model: Any, arrays: list[np.ndarray], names: list[str], target: P
         # tf2onnx.convert.from_keras fails with Keras 3; tracing the call works for both.
         fn = tf.function(lambda *xs: model(*xs) if len(xs) > 1 else model(xs[0]))
     tf2onnx.convert.from_function(fn, input_signature=sig, opset=opset, output_path=str(target))
+    _freeze_captured_constants(fn, sig, target)
+
+
+def _freeze_captured_constants(fn: Any, sig: list[Any], target: Path) -> None:
+    """tf2onnx turns an eager tensor the function captures (``w = tf.constant(...)`` used
+    inside it) into a graph input named after its placeholder (``MatMul/b:0``); make each
+    such input the initializer it is, with the captured value."""
+    import onnx
+    import tensorflow as tf
+    from onnx import numpy_helper
+
+    concrete = fn.get_concrete_function(*sig)
+    captured = {t.name: v for t, v in zip(concrete.graph.internal_captures, concrete.captured_inputs)
+                if v.dtype != tf.resource}
+    model = onnx.load(str(target))
+    extra = [i for i in model.graph.input if i.name in captured]
+    if not extra:
+        return
+    for value in extra:
+        model.graph.initializer.append(numpy_helper.from_array(to_numpy(captured[value.name]), value.name))
+        model.graph.input.remove(value)
+    onnx.save(model, str(target))
 
 
 def _export_paddle(model: Any, arrays: list[np.ndarray], names: list[str], out: Path, opset: int) -> None:

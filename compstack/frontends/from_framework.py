@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -53,6 +54,8 @@ EXPORT_TIMEOUT_S = 600.0
 EXPORT_OPSET = 17
 
 _WORKER = Path(__file__).with_name("_framework_worker.py")
+#: Informational log lines of the frameworks' C++ (glog: ``I0000 00:00:...``), never the error.
+_GLOG = re.compile(r"^\s*([IW]\d{4} \d\d:\d\d:|WARNING: All log messages before absl)")
 
 
 @dataclass(frozen=True)
@@ -191,7 +194,8 @@ def run_worker(framework: str, args: list[str], timeout_s: float, what: str) -> 
     result_file = folder / "result.json"
     if not result_file.is_file():
         shutil.rmtree(folder, ignore_errors=True)
-        tail = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "no output")
+        tail = next((ln.strip() for ln in reversed(text.splitlines())
+                     if ln.strip() and not _GLOG.match(ln)), "no error message")
         why = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
         raise UserError(f"{what}: the {FRAMEWORKS[framework].title} process died ({why}): {tail[:300]}")
     data = json.loads(result_file.read_text())
@@ -269,7 +273,15 @@ def import_framework(path: Path, func: str, framework: str, name: str,
     """
     res = run_worker(framework, ["export", str(path.resolve()), func, str(EXPORT_OPSET)], timeout_s, name)
     try:
-        proto = cir.load_proto(res.folder / "model.onnx")
+        import onnx
+
+        proto = onnx.load(str(res.folder / "model.onnx"))
+        try:
+            onnx.checker.check_model(proto)
+        except onnx.checker.ValidationError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UserError(f"{name}: {res.data['exporter']} wrote an invalid ONNX graph "
+                            f"(an op it could not convert?): {first[:300]}") from None
         cir.check(proto, name)
         model = cir.from_proto(proto, source=name)
         with np.load(res.folder / "inputs.npz", allow_pickle=False) as data:

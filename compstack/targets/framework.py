@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 import onnx_ir as ir
 
-from compstack.errors import UnsupportedError
+from compstack.errors import CompstackError, UnsupportedError, UserError
 from compstack.target import PLAIN_DTYPES, Availability, Compiled, Lowered, Target
 
 __all__ = ["FrameworkTarget", "MindSporeTarget", "PaddleTarget", "TfTarget"]
@@ -79,7 +79,10 @@ class _FrameworkCompiled(Compiled):
     def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         from compstack.frontends.from_framework import run_framework
 
-        outs, self.last_run = run_framework(self.target.native_framework, self.spec, inputs, self.digest)
+        try:
+            outs, self.last_run = run_framework(self.target.native_framework, self.spec, inputs, self.digest)
+        except UserError as exc:  # the framework's failure is this row's, not the comparison's
+            raise CompstackError(str(exc)) from None
         return outs
 
 

@@ -186,6 +186,15 @@ def _probe_dir(folder: Path, message: str) -> Path:
     return folder
 
 
+def _add_framework_row(targets: list[str], targets_spec: str, framework: str) -> None:
+    """A TensorFlow/Paddle/MindSpore model compared on ``cpu`` or ``all`` also runs in its
+    own framework (the ``tf``/``paddle``/``mindspore`` row), so an exporter bug shows as
+    the framework disagreeing with every stack. Named targets are left as given."""
+    aliases = {t.strip() for t in targets_spec.split(",")}
+    if framework in ("tf", "paddle", "mindspore") and aliases & {"cpu", "all"} and framework not in targets:
+        targets.append(framework)
+
+
 def _do_compare(model: str, targets_spec: str, kw: dict[str, Any]) -> Any:
     from compstack import targets as registry
     from compstack.config import settings
@@ -202,6 +211,7 @@ def _do_compare(model: str, targets_spec: str, kw: dict[str, Any]) -> Any:
     with Progress(enabled=not kw["as_json"]) as progress:
         progress.status(f"importing {model}")
         source = _load_source(model, kw["cache_dir"])
+        _add_framework_row(options.targets, targets_spec, source.framework)
         report = compare(source, options, cfg, on_start=progress.start, on_result=progress.done,
                          save_outputs=Path(kw["save_outputs"]) if kw["save_outputs"] else None,
                          save_inputs=Path(kw["save_inputs"]) if kw["save_inputs"] else None)

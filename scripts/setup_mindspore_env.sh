@@ -12,6 +12,8 @@ DIR="${1:-$HOME/.compstack/envs/mindspore}"
 PY="${PYTHON:-python3}"
 "$PY" -m venv "$DIR"
 "$DIR/bin/python" -m pip install --upgrade --quiet pip
-"$DIR/bin/python" -m pip install --quiet "mindspore==2.10.*"
+# numpy<2: parts of MindSpore 2.10 are built against NumPy 1.x (with NumPy 2, Tensor.mean over a
+# tuple of axes raises "numpy.core.multiarray failed to import" inside run_op_async).
+"$DIR/bin/python" -m pip install --quiet "mindspore==2.10.*" "numpy<2"
 "$DIR/bin/python" -c "import mindspore; print('mindspore', mindspore.__version__)"
 echo "export COMPSTACK_MINDSPORE_PYTHON=$DIR/bin/python"

@@ -194,8 +194,7 @@ def run_worker(framework: str, args: list[str], timeout_s: float, what: str) -> 
     result_file = folder / "result.json"
     if not result_file.is_file():
         shutil.rmtree(folder, ignore_errors=True)
-        tail = next((ln.strip() for ln in reversed(text.splitlines())
-                     if ln.strip() and not _GLOG.match(ln)), "no error message")
+        tail = _death_line(text)
         why = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
         raise UserError(f"{what}: the {FRAMEWORKS[framework].title} process died ({why}): {tail[:300]}")
     data = json.loads(result_file.read_text())
@@ -203,6 +202,20 @@ def run_worker(framework: str, args: list[str], timeout_s: float, what: str) -> 
         shutil.rmtree(folder, ignore_errors=True)
         raise UserError(str(data.get("error", "failed")))
     return WorkerResult(data, folder, wall, text)
+
+
+def _death_line(log: str) -> str:
+    """The line of a dead worker's log that says why: the exporter's own ``[ERROR]`` line
+    (paddle2onnx aborts after one), else the last ``...Error:`` line, else the last line
+    that is not framework chatter."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln).strip() for ln in log.splitlines()]
+    lines = [ln for ln in lines if ln and not _GLOG.match(ln)]
+    for pick in (lambda ln: "[ERROR]" in ln,
+                 lambda ln: re.match(r"^\w*(Error|Exception)\b", ln) is not None and not ln.startswith("FatalError")):
+        found = [ln for ln in lines if pick(ln)]
+        if found:
+            return found[-1][:300]
+    return lines[-1][:300] if lines else "no error message"
 
 
 _PROBED: dict[str, tuple[bool, str, dict[str, str]]] = {}

@@ -118,6 +118,11 @@ def to_numpy(x: Any) -> np.ndarray:
 
 def input_names(framework: str, model: Any, count: int) -> list[str]:
     """Names for the graph inputs: the parameters of the model's call, else ``input_N``."""
+    keras_inputs = _keras_inputs(model) if framework == "tf" else None
+    if keras_inputs and len(keras_inputs) == count and count > 1:
+        names = [getattr(t, "name", "") or "" for t in keras_inputs]
+        if all(n.isidentifier() for n in names) and len(set(names)) == count:
+            return names
     if framework == "tf":
         fn = getattr(model, "python_function", None) or getattr(model, "call", None) or model
     elif framework == "paddle":
@@ -132,6 +137,24 @@ def input_names(framework: str, model: Any, count: int) -> list[str]:
     if len(params) >= count and all(p.isidentifier() for p in params[:count]):
         return params[:count]
     return [f"input_{i}" for i in range(count)]
+
+
+def _keras_inputs(model: Any) -> list[Any] | None:
+    """A functional Keras model's ``Input`` tensors (None for subclassed models)."""
+    try:
+        return list(model.inputs) if getattr(model, "inputs", None) else None
+    except (AttributeError, ValueError):
+        return None
+
+
+def call_keras(model: Any, xs: list[Any]) -> Any:
+    """Call a Keras model in inference mode: one input as itself, several as the list a
+    functional model takes, or positionally for a subclassed ``call(self, a, b)``."""
+    if len(xs) == 1:
+        return model(xs[0], training=False)
+    if _keras_inputs(model):
+        return model(xs, training=False)
+    return model(*xs, training=False)
 
 
 # ---- weights digest (a rebuilt model must be the exported one) --------------------------
@@ -181,7 +204,7 @@ def _export_tf(model: Any, arrays: list[np.ndarray], names: list[str], target: P
             fn = tf.function(fn.python_function if hasattr(fn, "python_function") else fn)
     else:
         # tf2onnx.convert.from_keras fails with Keras 3; tracing the call works for both.
-        fn = tf.function(lambda *xs: model(*xs) if len(xs) > 1 else model(xs[0]))
+        fn = tf.function(lambda *xs: call_keras(model, list(xs)))
     tf2onnx.convert.from_function(fn, input_signature=sig, opset=opset, output_path=str(target))
     _freeze_captured_constants(fn, sig, target)
 
@@ -230,7 +253,7 @@ def run_eager(framework: str, model: Any, arrays: list[np.ndarray]) -> list[np.n
         import tensorflow as tf
 
         xs = [tf.constant(a) for a in arrays]
-        out = model(*xs) if len(xs) > 1 or not isinstance(model, tf.keras.Model) else model(xs[0], training=False)
+        out = call_keras(model, xs) if isinstance(model, tf.keras.Model) else model(*xs)
         leaves = tf.nest.flatten(out)
     elif framework == "paddle":
         import paddle

@@ -16,6 +16,7 @@ model's time).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -69,6 +70,8 @@ class _FrameworkLowered(Lowered):
 
 
 class _FrameworkCompiled(Compiled):
+    artifact_files = ("program.txt",)
+
     def __init__(self, target: Target, model: ir.Model, spec: str) -> None:
         super().__init__(target, model)
         self.spec = spec
@@ -84,6 +87,10 @@ class _FrameworkCompiled(Compiled):
         except UserError as exc:  # the framework's failure is this row's, not the comparison's
             raise CompstackError(str(exc)) from None
         return outs
+
+    def save_impl(self, folder: Path) -> None:
+        """The framework program is the user's ``build()``: the artifact names it."""
+        (folder / "program.txt").write_text(f"{self.target.native_framework} eager: {self.spec}\n")
 
 
 class TfTarget(FrameworkTarget):

@@ -10,6 +10,8 @@
 set -euo pipefail
 DIR="${1:-$HOME/.compstack/envs/paddle}"
 PY="${PYTHON:-python3}"
+# compstack starts the framework with `python -P` (Python 3.11+): the current folder stays off sys.path.
+"$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "need Python 3.11+ (set PYTHON=python3.11)")'
 "$PY" -m venv "$DIR"
 "$DIR/bin/python" -m pip install --upgrade --quiet pip
 # onnx_graphsurgeon is preinstalled (paddle2onnx would pip-install it on first export);

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_cli
 
 from compstack.config import settings
 from compstack.errors import UserError
 from compstack.frontends.from_framework import import_framework
 from compstack.session import CompareOptions, compare
 from compstack.sources import resolve_model
-from conftest import run_cli
 
 needs_paddle = pytest.mark.skipif(not os.environ.get("COMPSTACK_PADDLE_PYTHON"),
                                   reason="set COMPSTACK_PADDLE_PYTHON (scripts/setup_paddle_env.sh)")
@@ -107,11 +107,25 @@ def test_without_the_setting_one_line_says_what_to_do(tmp_path: Path, var: str, 
                    str(tmp_path / "r.sqlite"), env={var: ""}, timeout=120)
     assert proc.returncode == 2
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
-    assert lines == [f"compstack: error: {title} runs in its own environment: {script} DIR, then export "
-                     f"{var}=DIR/bin/python"]
+    assert lines == [(f"compstack: error: {title} runs in its own environment: {script} DIR, then export "
+                     f"{var}=DIR/bin/python")]
     proc = run_cli("compare", f"{model}:build", "--targets", "ort-cpu", env={var: str(tmp_path / "nope")},
                    timeout=120)
     assert proc.returncode == 2 and f"{var}={tmp_path / 'nope'}: no such file" in proc.stderr
+
+
+def test_zoo_lists_framework_models_only_where_the_framework_is_available() -> None:
+    import subprocess
+    import sys
+
+    code = "from compstack import zoo; print(' '.join(zoo.names(available_only=True)))"
+    env = {**os.environ, "COMPSTACK_PADDLE_PYTHON": "", "COMPSTACK_MINDSPORE_PYTHON": ""}
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    listed = proc.stdout.split()
+    assert "paddle-mlp" not in listed and "ms-mlp" not in listed
+    assert {"mlp", "cnn", "jax-mlp"} <= set(listed)
 
 
 @pytest.mark.paddle
@@ -132,8 +146,8 @@ def test_paddle_model_agrees_on_ort_and_paddle(tmp_path: Path) -> None:
 @needs_paddle
 @pytest.mark.parametrize("func, message", [
     ("not_a_model", r"pnet.py:not_a_model: expected build\(\) to return .* got a pair of \(str, ndarray\)"),
-    ("export_fails", r"pnet.py:export_fails: the PaddlePaddle process died \(signal 6\): \[ERROR\]\[Paddle2ONNX\] "
-                     r"Due to the unsupported operators, the conversion is aborted"),
+    ("export_fails", (r"pnet.py:export_fails: the PaddlePaddle process died \(signal 6\): \[ERROR\]\[Paddle2ONNX\] "
+                     r"Due to the unsupported operators, the conversion is aborted")),
 ])
 def test_paddle_bad_builds_are_one_line_exit_2(tmp_path: Path, func: str, message: str) -> None:
     (tmp_path / "pnet.py").write_text(PADDLE_MODEL)

@@ -13,10 +13,10 @@ Commands (every one writes ``OUTDIR/result.json``: ``{"ok": true, ...}`` or
   not imported), and their versions.
 * ``export FILE FUNC OUTDIR OPSET`` — run ``FILE:FUNC``, export the model it returns to
   ``OUTDIR/model.onnx`` with the framework's own exporter, save the example inputs
-  (``OUTDIR/inputs.npz``, keys ``in_0``...) and a digest of the weights.
+  (``OUTDIR/inputs.npz``, positional: ``arr_0``...) and a digest of the weights.
 * ``run FILE FUNC OUTDIR INPUTS.npz DIGEST`` — run ``FILE:FUNC`` again, check that the
   weights still have DIGEST (``-`` skips the check), run the model eagerly on the inputs
-  (positional, keys ``in_0``...) and save ``OUTDIR/outputs.npz`` (``out_0``...).
+  (positional: ``arr_0``...) and save ``OUTDIR/outputs.npz`` (``arr_0``...).
 """
 
 from __future__ import annotations
@@ -333,7 +333,7 @@ def cmd_export(file: str, func: str, out: Path, opset: int) -> dict[str, Any]:
     export_s = time.perf_counter() - t0
     if not (out / "model.onnx").is_file():
         raise WorkerError(f"{name}: {framework} export to ONNX wrote no file (the exporter's log is above)")
-    np.savez(out / "inputs.npz", **{f"in_{i}": a for i, a in enumerate(arrays)})
+    np.savez(out / "inputs.npz", *arrays)
     return {"framework": framework, "exporter": exporter, "input_names": names, "digest": digest,
             "export_s": export_s, "versions": cmd_probe(framework)["versions"]}
 
@@ -347,14 +347,14 @@ def cmd_run(file: str, func: str, out: Path, inputs: str, digest: str) -> dict[s
         raise WorkerError(f"{name}: build() gives different weights each time (unseeded?), so the {framework} "
                           "model run now is not the one that was exported; seed it")
     with np.load(inputs, allow_pickle=False) as data:
-        arrays = [data[f"in_{i}"] for i in range(len(data.files))]
+        arrays = [data[f"arr_{i}"] for i in range(len(data.files))]
     t0 = time.perf_counter()
     try:
         outs = run_eager(framework, model, arrays)
     except Exception as exc:
         raise WorkerError(f"{name}: the {framework} model raised {_first_line(exc)}") from exc
     run_s = time.perf_counter() - t0
-    np.savez(out / "outputs.npz", **{f"out_{i}": a for i, a in enumerate(outs)})
+    np.savez(out / "outputs.npz", *outs)
     return {"framework": framework, "run_s": run_s, "outputs": len(outs)}
 
 

@@ -45,8 +45,17 @@ import numpy as np
 from compstack import ir as cir
 from compstack.errors import UserError
 
-__all__ = ["FRAMEWORKS", "FrameworkInfo", "WorkerResult", "detect", "import_framework", "probe", "python_for",
-           "run_framework", "EXPORT_TIMEOUT_S"]
+__all__ = [
+    "EXPORT_TIMEOUT_S",
+    "FRAMEWORKS",
+    "FrameworkInfo",
+    "WorkerResult",
+    "detect",
+    "import_framework",
+    "probe",
+    "python_for",
+    "run_framework",
+]
 
 #: Time limit of one export (framework import + build() + export), seconds.
 EXPORT_TIMEOUT_S = 600.0
@@ -298,7 +307,7 @@ def import_framework(path: Path, func: str, framework: str, name: str,
         cir.check(proto, name)
         model = cir.from_proto(proto, source=name)
         with np.load(res.folder / "inputs.npz", allow_pickle=False) as data:
-            arrays = [data[f"in_{i}"] for i in range(len(data.files))]
+            arrays = [data[f"arr_{i}"] for i in range(len(data.files))]
     finally:
         shutil.rmtree(res.folder, ignore_errors=True)
     graph_inputs = [v for v in model.graph.inputs if not v.is_initializer()]
@@ -313,7 +322,7 @@ def import_framework(path: Path, func: str, framework: str, name: str,
     props["compstack.framework.digest"] = meta.get("digest") or "-"
     props["compstack.framework.export_s"] = f"{meta['export_s']:.3f}"
     props["compstack.framework.versions"] = json.dumps(meta.get("versions", {}), sort_keys=True)
-    examples = {v.name: a for v, a in zip(graph_inputs, arrays)}
+    examples = {str(v.name): a for v, a in zip(graph_inputs, arrays)}
     return cir.SourceModel(name=name, model=model, example_inputs=examples, origin=framework, framework=framework)
 
 
@@ -337,12 +346,12 @@ def run_framework(framework: str, spec: str, inputs: list[np.ndarray], digest: s
     path, _, func = spec.rpartition(":")
     with tempfile.TemporaryDirectory(prefix="compstack-inputs-") as tmp:
         feeds = Path(tmp) / "inputs.npz"
-        np.savez(feeds, **{f"in_{i}": np.asarray(a) for i, a in enumerate(inputs)})
+        np.savez(feeds, *[np.asarray(a) for a in inputs])
         res = run_worker(framework, ["run", path, func, str(feeds), digest or "-"], timeout_s,
                          f"{Path(path).name}:{func}")
     try:
         with np.load(res.folder / "outputs.npz", allow_pickle=False) as data:
-            outs = [data[f"out_{i}"] for i in range(len(data.files))]
+            outs = [data[f"arr_{i}"] for i in range(len(data.files))]
     finally:
         shutil.rmtree(res.folder, ignore_errors=True)
     return outs, {**res.data, "wall_s": res.wall_s}

@@ -71,8 +71,8 @@ def _version(dist: str) -> str | None:
 
 def frontend_rows() -> list[FrontendRow]:
     """Every frontend, in a fixed order: onnx, torch, jax, tf, paddle, mindspore."""
-    from compstack.frontends.from_framework import FRAMEWORKS, probe, python_for
     from compstack.errors import UserError
+    from compstack.frontends.from_framework import FRAMEWORKS, probe, python_for
 
     rows = []
     for name, accepts, exporter, modules, dists, hint in _IN_PROCESS:

@@ -160,10 +160,10 @@ def default_cache_dir() -> Path:
 def _code_files(entry: _Entry) -> list[Path]:
     """Source files whose edits must invalidate the cache: builder, frontend, IR."""
     module = entry.builder.split(":")[0]
-    frontend = {"jax": "compstack.frontends.from_jax", "torch": "compstack.frontends.from_torch"}.get(
-        entry.framework, "compstack.frontends._framework_worker")
+    frontends = {"jax": ("compstack.frontends.from_jax",), "torch": ("compstack.frontends.from_torch",)}.get(
+        entry.framework, ("compstack.frontends.from_framework", "compstack.frontends._framework_worker"))
     files = [importlib.util.find_spec(m) for m in
-             (module, "compstack.zoo._common", frontend, "compstack.ir")]
+             (module, "compstack.zoo._common", *frontends, "compstack.ir")]
     return [Path(spec.origin) for spec in files if spec is not None and spec.origin]
 
 

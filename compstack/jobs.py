@@ -303,7 +303,10 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
     from compstack.inputs import encode_arrays
 
     np.savez(job.outputs_path, **encode_arrays(outputs))
-    if job.latency is not None and getattr(target, "measures_latency", True):
+    if job.latency is not None and not getattr(target, "measures_latency", True):
+        outcome.extra.setdefault("notes", []).append(
+            "no latency: each run starts the framework's own process (seconds of import, not the model's time)")
+    elif job.latency is not None:
         stage("latency")
         calls = [compiled.prepare(s) for s in inputs]
         outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()

@@ -242,7 +242,7 @@ def probe(framework: str, timeout_s: float = 60.0) -> tuple[bool, str, dict[str,
     info = FRAMEWORKS[framework]
     try:
         python = python_for(framework)
-        if python == sys.executable:
+        if python == sys.executable and framework == "tf":  # no process: TensorFlow beside compstack
             from compstack.frontends import _framework_worker as worker
 
             try:
@@ -250,7 +250,11 @@ def probe(framework: str, timeout_s: float = 60.0) -> tuple[bool, str, dict[str,
             except worker.WorkerError as exc:
                 raise UserError(f"{str(exc).split(' not installed')[0]} not installed: {info.setup}") from None
         else:
-            res = run_worker(framework, ["probe", framework], timeout_s, info.title)
+            try:
+                res = run_worker(framework, ["probe", framework], timeout_s, info.title)
+            except UserError as exc:  # not the environment the setup script makes
+                why = str(exc).split(": ", 1)[-1]
+                raise UserError(f"{info.env_var}={python}: {why}; create it with {info.setup}") from None
             shutil.rmtree(res.folder, ignore_errors=True)
             versions = res.data["versions"]
         out = (True, "", {k: str(v) for k, v in versions.items()})
@@ -293,6 +297,9 @@ def import_framework(path: Path, func: str, framework: str, name: str,
         UserError: the environment is missing, build() returns something else, the
             exporter fails or writes no file, the export times out or crashes.
     """
+    ok, reason, _ = probe(framework)
+    if not ok:  # say what to install, not the ImportError the worker would hit
+        raise UserError(reason if reason.startswith(FRAMEWORKS[framework].title) else f"{name}: {reason}")
     res = run_worker(framework, ["export", str(path.resolve()), func, str(EXPORT_OPSET)], timeout_s, name)
     try:
         import onnx

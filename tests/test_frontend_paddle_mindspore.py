@@ -123,9 +123,9 @@ def test_a_python_without_the_framework_is_one_line(tmp_path: Path) -> None:
                    env={"COMPSTACK_MINDSPORE_PYTHON": sys.executable}, timeout=120)
     assert proc.returncode == 2
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
-    assert lines == [f"compstack: error: m.py:build: COMPSTACK_MINDSPORE_PYTHON={sys.executable}: mindspore not "
+    assert lines == [(f"compstack: error: m.py:build: COMPSTACK_MINDSPORE_PYTHON={sys.executable}: mindspore not "
                      f"installed in {sys.executable}; create it with scripts/setup_mindspore_env.sh DIR, then "
-                     "export COMPSTACK_MINDSPORE_PYTHON=DIR/bin/python"]
+                     "export COMPSTACK_MINDSPORE_PYTHON=DIR/bin/python")]
 
 
 def test_zoo_lists_framework_models_only_where_the_framework_is_available() -> None:

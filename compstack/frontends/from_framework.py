@@ -19,8 +19,9 @@ The framework is detected from the file's own ``import`` statements (read, not r
 ``mindspore``.
 
 Provenance: each exporter names nodes after the framework's ops (tf2onnx:
-``sequential/conv2d/Conv2D``, the Keras layer path; paddle2onnx: ``Conv.0``; MindSpore:
-``Conv2D-op12``); the name is kept as ``compstack.source`` and, for TensorFlow, its scope
+``sequential/conv2d/convolution``, the Keras layer path; paddle2onnx: ``Conv.0``;
+MindSpore: ``1Gemm``, op index and type, no cell path); the name is kept as
+``compstack.source`` (``tf:sequential/conv2d/convolution``) and, for TensorFlow, its scope
 as ``namespace``.
 """
 

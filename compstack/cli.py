@@ -206,6 +206,15 @@ def _probe_dir(folder: Path, message: str) -> Path:
     return folder
 
 
+def _add_framework_row(targets: list[str], targets_spec: str, framework: str) -> None:
+    """A TensorFlow/Paddle/MindSpore model compared on ``cpu`` or ``all`` also runs in its
+    own framework (the ``tf``/``paddle``/``mindspore`` row), so an exporter bug shows as
+    the framework disagreeing with every stack. Named targets are left as given."""
+    aliases = {t.strip() for t in targets_spec.split(",")}
+    if framework in ("tf", "paddle", "mindspore") and aliases & {"cpu", "all"} and framework not in targets:
+        targets.append(framework)
+
+
 def _do_compare(model: str, targets_spec: str, kw: dict[str, Any]) -> Any:
     from compstack import targets as registry
     from compstack.config import settings
@@ -222,6 +231,7 @@ def _do_compare(model: str, targets_spec: str, kw: dict[str, Any]) -> Any:
     with Progress(enabled=not kw["as_json"]) as progress:
         progress.status(f"importing {model}")
         source = _load_source(model, kw["cache_dir"], partial=True)  # a native path may run what does not import
+        _add_framework_row(options.targets, targets_spec, source.framework)
         report = compare(source, options, cfg, on_start=progress.start, on_result=progress.done,
                          save_outputs=Path(kw["save_outputs"]) if kw["save_outputs"] else None,
                          save_inputs=Path(kw["save_inputs"]) if kw["save_inputs"] else None)
@@ -416,15 +426,30 @@ def targets(as_json: bool, ops_of: str | None) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def frontends(as_json: bool) -> None:
+    """List the frontends (onnx, torch, jax, tf, paddle, mindspore): available or not, why, versions."""
+    from compstack.frontends.registry import frontend_rows
+    from compstack.reporting import print_frontends
+
+    rows = [r.to_dict() for r in frontend_rows()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+    else:
+        print_frontends(rows)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder (zoo exports are cached).")
 def zoo(as_json: bool, cache_dir: str | None) -> None:
-    """List the zoo models with their node and parameter counts."""
+    """List the zoo models with their node and parameter counts (TensorFlow, Paddle and MindSpore
+    models only where that framework is available: see `compstack frontends`)."""
     from compstack import zoo as zoo_mod
     from compstack.config import settings
     from compstack.reporting import print_zoo
 
     root = settings(cache_dir=cache_dir).cache_dir
-    rows = [{"name": f"zoo:{n}", **zoo_mod.info(n, cache_dir=root)} for n in zoo_mod.names()]
+    rows = [{"name": f"zoo:{n}", **zoo_mod.info(n, cache_dir=root)} for n in zoo_mod.names(available_only=True)]
     if as_json:
         click.echo(json.dumps(rows, indent=1, default=str))
     else:

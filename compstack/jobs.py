@@ -289,6 +289,8 @@ def _attach_source(job: Job, target: Any, model: Any) -> None:
     the canonical form, a translated path the canonical form its converters may need."""
     sets = _load_sets(job.inputs_path)
     target.example_inputs = sets[0] if sets and sets[0] else None
+    if hasattr(target, "source_framework"):  # the framework targets name it when they refuse a model
+        target.source_framework = job.source_framework
     _attach_native(job, target, model)
     if job.canonical_path and hasattr(target, "use_canonical_if_needed"):
         from compstack.integrity import check_manifest
@@ -377,7 +379,10 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
     from compstack.inputs import encode_arrays
 
     np.savez(job.outputs_path, **encode_arrays(outputs))
-    if job.latency is not None:
+    if job.latency is not None and not getattr(target, "measures_latency", True):
+        outcome.extra.setdefault("notes", []).append(
+            "no latency: each run starts the framework's own process (seconds of import, not the model's time)")
+    elif job.latency is not None:
         stage("latency")
         try:
             calls = [compiled.prepare(s) for s in inputs]

@@ -227,6 +227,20 @@ def test_tvm_reports_the_passes_that_changed_a_model_and_disables_them() -> None
     assert not want["found"] and compiled.run({"x": x})
 
 
+def test_xla_reports_the_hlo_passes_that_changed_a_model_and_disables_them() -> None:
+    from compstack import ir as cir
+    from compstack.targets.xla import XlaCpuTarget, XlaOptions
+
+    model = cir.canonicalize(_chain(["Add", "Relu", "Mul", "Tanh"]), source="chain")
+    on, off = XlaCpuTarget(), XlaCpuTarget(XlaOptions(disable_hlo_passes=("fusion",)))
+    on.example_inputs = off.example_inputs = {"x": _x((4, 8))}
+    assert "fusion" in on.applied_passes(model)  # XLA's own per-pass dump
+    assert "fusion" not in off.applied_passes(model)
+    rep = explain(_chain(["Add", "Relu", "Mul", "Tanh"]), {"x": _x((4, 8))}, ["xla-cpu"],
+                  target_options={"xla-cpu": {"disable_hlo_passes": "fusion"}})
+    assert not rep["found"]  # still right without fusion
+
+
 def test_translation_bug_is_attributed_to_compstack() -> None:
     ops = (_FILLER * 3)[:16]
     ops[8] = "Sin"

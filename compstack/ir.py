@@ -140,8 +140,10 @@ def check(proto: onnx.ModelProto, source: str) -> None:
         UserError: ``"<source>: ONNX checker: ..."`` or
             ``"<source>: node 'n' uses unknown op domain 'd' (Op)"``.
     """
+    _check_structure(proto, source)
     known = set(STANDARD_DOMAINS) | {f.domain for f in proto.functions}
     known |= _registered_custom_domains()
+    local = {(f.domain, f.name) for f in proto.functions}
     for node in proto.graph.node:
         if node.domain not in known:
             raise UserError(
@@ -149,6 +151,14 @@ def check(proto: onnx.ModelProto, source: str) -> None:
                 f"'{node.domain}' ({node.op_type}); only standard ONNX domains, model-local "
                 "functions and registered custom ops (`compstack ops list`) are known"
             )
+        if node.domain == "com.microsoft" and (node.domain, node.op_type) not in local:
+            from compstack._msops import COM_MICROSOFT_OPS
+
+            if node.op_type not in COM_MICROSOFT_OPS:
+                raise UserError(
+                    f"{source}: node '{node.name or node.op_type}' uses com.microsoft::{node.op_type}, "
+                    "which is no ONNX Runtime contrib op"
+                )
     try:
         # Without full_check: shape inference runs later, in canonicalize().
         onnx.checker.check_model(proto)
@@ -157,6 +167,32 @@ def check(proto: onnx.ModelProto, source: str) -> None:
         raise UserError(f"{source}: ONNX checker: {text[:400]}") from None
     except ValueError as exc:  # e.g. a model > 2 GB handed as a proto
         raise UserError(f"{source}: ONNX checker: {exc}") from None
+
+
+def _check_structure(proto: onnx.ModelProto, source: str) -> None:
+    """What the ONNX checker lets through and every stack then trips on: an ai.onnx
+    opset newer than the installed onnx knows, a graph without outputs, and negative
+    declared dimensions.
+
+    Raises:
+        UserError: naming the file and the opset, the graph, or the value and dim.
+    """
+    newest = onnx.defs.onnx_opset_version()
+    opset = _ai_onnx_opset(proto)
+    if opset > newest:
+        raise UserError(f"{source}: ai.onnx opset {opset} is newer than the installed onnx "
+                        f"{onnx.__version__} knows (at most opset {newest})")
+    if not proto.graph.output:
+        raise UserError(f"{source}: the graph has no outputs (nothing to compute or compare)")
+    for kind, values in (("input", proto.graph.input), ("output", proto.graph.output),
+                         ("value", proto.graph.value_info)):
+        for v in values:
+            if not v.type.HasField("tensor_type") or not v.type.tensor_type.HasField("shape"):
+                continue
+            for i, d in enumerate(v.type.tensor_type.shape.dim):
+                if d.HasField("dim_value") and d.dim_value < 0:
+                    raise UserError(f"{source}: {kind} '{v.name}' declares dimension {i} as {d.dim_value} "
+                                    "(a dimension is >= 0, or a symbolic name)")
 
 
 def _registered_custom_domains() -> set[str]:

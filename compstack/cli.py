@@ -62,6 +62,9 @@ class _Group(click.Group):
 @click.version_option(package_name="compstack")
 def cli() -> None:
     """Compare ML compiler stacks on one model: numerics, compile time, latency, IR."""
+    from compstack.tools import tool_settings
+
+    tool_settings()  # a bad COMPSTACK_SAVE_TEMPS fails here, before any job
 
 
 # ---------------------------------------------------------------------------------------
@@ -548,6 +551,10 @@ def conformance(targets_spec: str, pattern: str | None, sample: int | None, seed
             re.compile(pattern)
         except re.error as exc:
             raise UserError(f"--filter {pattern!r}: not a regular expression ({exc})") from None
+    _probe_dir(cfg.cache_dir, f"cache folder {cfg.cache_dir}: not writable")  # the cases are cached there
+    if cfg.db.exists() and not cfg.db.is_file():
+        raise UserError(f"--db {cfg.db}: not a regular file")
+    suite.trend(cfg.db)  # a database that is not ours fails before the run, not after it
     all_cases = load_cases(cfg.cache_dir)
     cases = select(all_cases, pattern, sample, seed)
     if not cases:
@@ -632,9 +639,30 @@ def ops() -> None:
 
 
 def _load_ops(items: Sequence[str]) -> None:
+    """Import each ``--load FILE.py|MODULE``.
+
+    Raises:
+        UserError: a missing file, a module that cannot be found, or an import that
+            raises, naming the ``--load`` value.
+    """
     from compstack.ops._registry import load_origins
 
-    load_origins([f"file:{Path(x).resolve()}" if x.endswith(".py") else f"module:{x}" for x in items])
+    for x in items:
+        if x.endswith(".py") and not Path(x).is_file():
+            raise UserError(f"--load {x}: no such file")
+        try:
+            load_origins([f"file:{Path(x).resolve()}" if x.endswith(".py") else f"module:{x}"])
+        except CompstackError:
+            raise
+        except ModuleNotFoundError as exc:
+            raise UserError(f"--load {x}: no module named {exc.name!r} (give FILE.py or an importable module)") \
+                from None
+        except BaseException as exc:  # the user's module may raise anything while imported
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            text = str(exc).strip().splitlines()
+            raise UserError(f"--load {x}: import failed: {type(exc).__name__}"
+                            f"{': ' + text[0] if text else ''}") from None
 
 
 def _get_op(name: str) -> Any:
@@ -779,6 +807,12 @@ def _kernel_job_options(f: Any) -> Any:
 def _kernel_kw(kw: dict[str, Any]) -> dict[str, Any]:
     if kw.get("trt_layer_info") and not kw.get("trt_profile"):
         raise UserError("--trt-layer-info needs --trt-profile (the trtexec --exportProfile JSON)")
+    if kw.get("trt_profile"):  # bad files fail before any target runs
+        from compstack.trtprofile import load_layer_info, load_profile
+
+        load_profile(kw["trt_profile"], "--trt-profile")
+        if kw.get("trt_layer_info"):
+            load_layer_info(kw["trt_layer_info"], "--trt-layer-info")
     topts = _parse_target_options(kw["target_opts"])
     _validate_target_options(topts)
     kw["target_options"] = topts

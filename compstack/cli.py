@@ -138,11 +138,13 @@ def _validate_target_options(opts: dict[str, dict[str, str]]) -> None:
         cls.Options.from_strings(kv, owner=target)
 
 
-def _load_source(model: str, cache_dir: str | None) -> Any:
+def _load_source(model: str, cache_dir: str | None, timeout: float = 900.0, memory_limit: int | None = None) -> Any:
+    """Import MODEL; a ``file.py:function`` runs in a worker under ``--timeout``/``--memory-limit``."""
     from compstack.config import settings
     from compstack.sources import resolve_model
 
-    return resolve_model(model, cache_dir=settings(cache_dir=cache_dir).cache_dir)
+    return resolve_model(model, cache_dir=settings(cache_dir=cache_dir).cache_dir, timeout_s=timeout,
+                         memory_mb=_memory_limit(memory_limit))
 
 
 def _compare_options(targets: list[str], kw: dict[str, Any]) -> Any:
@@ -204,7 +206,7 @@ def _do_compare(model: str, targets_spec: str, kw: dict[str, Any]) -> Any:
     options = _compare_options(targets, kw)
     with Progress(enabled=not kw["as_json"]) as progress:
         progress.status(f"importing {model}")
-        source = _load_source(model, kw["cache_dir"])
+        source = _load_source(model, kw["cache_dir"], kw["timeout"], kw["memory_limit"])
         report = compare(source, options, cfg, on_start=progress.start, on_result=progress.done,
                          save_outputs=Path(kw["save_outputs"]) if kw["save_outputs"] else None,
                          save_inputs=Path(kw["save_inputs"]) if kw["save_inputs"] else None)
@@ -290,7 +292,7 @@ def lower(model: str, target: str, out_dir: str, **kw: Any) -> None:
         _add_soc(topts, names, kw["soc"])
     _validate_target_options(topts)
     out = _writable_dir(out_dir)
-    source = _load_source(model, kw["cache_dir"])
+    source = _load_source(model, kw["cache_dir"], kw["timeout"], kw["memory_limit"])
     kw["memory_limit"] = _memory_limit(kw["memory_limit"])
     manifest = lower_to_folder(source, names, out, topts.get(names, {}), kw)
     status = manifest["status"]
@@ -425,7 +427,7 @@ def dump(model: str, target: str, stage_names: tuple[str, ...], all_passes: bool
     check_stages(name, stage_names)
     folder = _writable_dir(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="compstack-dump-"))
     cfg = settings(cache_dir=cache_dir)
-    source = _load_source(model, cache_dir)
+    source = _load_source(model, cache_dir, timeout, memory_limit)
     res = run_dump(source, name, folder, stages=list(stage_names) or None, passes=passes,
                    options=topts.get(name, {}), cache_dir=cfg.cache_dir,
                    limits=Limits(timeout_s=timeout, memory_mb=_memory_limit(memory_limit)))
@@ -837,7 +839,8 @@ def fusion(model: str, targets_spec: str, missed: bool, by_node: bool, **kw: Any
         raise UserError("--by-node needs per-kernel times: use `compstack profile MODEL --by-node`")
     targets = registry.resolve(targets_spec)
     kw = _kernel_kw(kw)
-    sys.exit(fusion_command(lambda: _load_source(model, kw["cache_dir"]), targets, missed, kw["as_json"], kw))
+    load = lambda: _load_source(model, kw["cache_dir"], kw["timeout"], kw["memory_limit"])  # noqa: E731
+    sys.exit(fusion_command(load, targets, missed, kw["as_json"], kw))
 
 
 @cli.command(short_help="Per-kernel time from each stack's own profiler, mapped to the source graph.")
@@ -867,8 +870,8 @@ def profile(model: str, target: str | None, targets_spec: str | None, by_node: b
     folder = _probe_dir(Path(explorer_dir), f"--export-model-explorer {explorer_dir}: folder not writable") \
         if explorer_dir else None
     kw = _kernel_kw(kw)
-    sys.exit(profile_command(lambda: _load_source(model, kw["cache_dir"]), targets, by_node, kw["as_json"], folder,
-                             kw))
+    load = lambda: _load_source(model, kw["cache_dir"], kw["timeout"], kw["memory_limit"])  # noqa: E731
+    sys.exit(profile_command(load, targets, by_node, kw["as_json"], folder, kw))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -281,7 +281,7 @@ def resolve_text(spec: str, cache_dir: Path | None, limits: Limits = Limits()) -
     registry.get(target)
     from compstack.sources import resolve_model
 
-    source = resolve_model(model_spec, cache_dir=cache_dir)
+    source = resolve_model(model_spec, cache_dir=cache_dir, timeout_s=limits.timeout_s, memory_mb=limits.memory_mb)
     tmp = Path(tempfile.mkdtemp(prefix="compstack-spec-"))
     try:
         if stage.startswith("pass:"):

@@ -113,6 +113,8 @@ def load_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
         raise UserError(f"{p}: no such file")
     if p.is_dir():
         raise UserError(f"{p}: is a folder, not an ONNX file")
+    if not p.is_file():  # a FIFO or /dev/zero would block or read until memory runs out
+        raise UserError(f"{p}: not a regular file (a FIFO, socket or device), not an ONNX file")
     data = p.read_bytes()
     if not data:
         raise UserError(f"{p}: empty file, not an ONNX model")

@@ -139,10 +139,13 @@ def _validate_target_options(opts: dict[str, dict[str, str]]) -> None:
 
 
 def _load_source(model: str, cache_dir: str | None, timeout: float = 900.0, memory_limit: int | None = None) -> Any:
-    """Import MODEL; a ``file.py:function`` runs in a worker under ``--timeout``/``--memory-limit``."""
+    """Import MODEL; a ``file.py:function`` runs in a worker under ``--timeout``/``--memory-limit``,
+    and this process is held to ``--memory-limit`` from here on (:mod:`compstack.memlimit`)."""
     from compstack.config import settings
+    from compstack.memlimit import guard_own_memory
     from compstack.sources import resolve_model
 
+    guard_own_memory(_memory_limit(memory_limit), f"working on {model}")
     return resolve_model(model, cache_dir=settings(cache_dir=cache_dir).cache_dir, timeout_s=timeout,
                          memory_mb=_memory_limit(memory_limit))
 

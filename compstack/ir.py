@@ -95,13 +95,26 @@ def _check_external_data(proto: onnx.ModelProto, base_dir: Path, source: str) ->
             raise UserError(
                 f"{source}: external data file {location!r} of tensor '{tensor.name}' is missing"
             )
+        info = {e.key: e.value for e in tensor.external_data}
+        try:
+            offset, length = int(info.get("offset") or 0), int(info.get("length") or -1)
+        except ValueError:
+            raise UserError(f"{source}: external data of tensor '{tensor.name}' has a malformed offset or "
+                            "length") from None
+        size = target.stat().st_size
+        if offset < 0 or offset > size or (length >= 0 and offset + length > size):
+            raise UserError(f"{source}: cannot read external data: tensor '{tensor.name}' wants bytes "
+                            f"{offset}..{offset + max(length, 0)} of {location!r}, which has {size}")
 
 
-def load_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
+def load_proto(path: str | os.PathLike[str], external_data: bool = True) -> onnx.ModelProto:
     """Read an ONNX file (and its external data) into a checked ``ModelProto``.
 
     Args:
         path: the ``.onnx`` file. External data is read from the same folder.
+        external_data: read the external data into the proto; False leaves the tensors
+            on disk (their locations and sizes are still checked), which is how
+            :func:`load` keeps one copy of a large model in memory.
 
     Raises:
         UserError: missing file, not an ONNX protobuf, truncated file, external data
@@ -124,19 +137,31 @@ def load_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
     except DecodeError as exc:
         hint = "truncated or corrupt" if data[:1] == b"\x08" else "not an ONNX file"
         raise UserError(f"{p}: cannot parse as ONNX protobuf ({hint}: {exc})") from None
+    del data  # the proto holds its own copy
     if not proto.HasField("graph") or not proto.opset_import:
         raise UserError(f"{p}: not an ONNX model (no graph or no opset_import)")
     _check_external_data(proto, p.parent, str(p))
-    try:
-        onnx.load_external_data_for_model(proto, str(p.parent))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{p}: cannot read external data: {exc}") from None
-    check(proto, str(p))
+    if external_data or not _has_external_data(proto):
+        try:
+            onnx.load_external_data_for_model(proto, str(p.parent))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{p}: cannot read external data: {exc}") from None
+        check(proto, str(p))
+    else:
+        check(proto, str(p), path=p)
     return proto
 
 
-def check(proto: onnx.ModelProto, source: str) -> None:
+def _has_external_data(proto: onnx.ModelProto) -> bool:
+    return any(t.data_location == onnx.TensorProto.EXTERNAL
+               for t in onnx.external_data_helper._get_all_tensors(proto))  # noqa: SLF001
+
+
+def check(proto: onnx.ModelProto, source: str, path: Path | None = None) -> None:
     """Run the ONNX checker and the domain check on ``proto``.
+
+    ``path``: the file ``proto`` was read from; the checker then reads the file itself
+    (external data stays on disk) instead of a serialised copy of ``proto``.
 
     Raises:
         UserError: ``"<source>: ONNX checker: ..."`` or
@@ -163,7 +188,7 @@ def check(proto: onnx.ModelProto, source: str) -> None:
                 )
     try:
         # Without full_check: shape inference runs later, in canonicalize().
-        onnx.checker.check_model(proto)
+        onnx.checker.check_model(str(path) if path is not None else proto)
     except onnx.checker.ValidationError as exc:
         text = " ".join(ln.strip() for ln in str(exc).strip().splitlines() if ln.strip())
         raise UserError(f"{source}: ONNX checker: {text[:400]}") from None
@@ -217,10 +242,17 @@ def from_proto(proto: onnx.ModelProto, source: str = "<model>", opset: int = DEF
 def load(path: str | os.PathLike[str], opset: int = DEFAULT_OPSET) -> ir.Model:
     """Load an ONNX file into the canonical common IR (see :func:`canonicalize`).
 
+    External data is not read into memory: those initializers are
+    :class:`onnx_ir.ExternalTensor` objects, memory-mapped from the file when used.
+
     Raises:
         UserError: see :func:`load_proto` and :func:`canonicalize`.
     """
-    return canonicalize(load_proto(path), source=str(path), opset=opset)
+    proto = load_proto(path, external_data=False)
+    model = canonicalize(proto, source=str(path), opset=opset)
+    del proto
+    ir.external_data.set_base_dir(model.graph, Path(path).resolve().parent)  # memory-mapped when read
+    return model
 
 
 def _ai_onnx_opset(proto: onnx.ModelProto) -> int:
@@ -298,12 +330,16 @@ def to_proto(model: ir.Model) -> onnx.ModelProto:
     return ir.serde.serialize_model(model)
 
 
-def save(model: ir.Model, path: str | os.PathLike[str], external_data: bool | None = None) -> Path:
+def save(model: ir.Model, path: str | os.PathLike[str], external_data: bool | None = None,
+         data_name: str | None = None) -> Path:
     """Write the model to ``path``.
 
     Args:
         external_data: store initializers in ``<name>.data`` beside the file. Default:
-            only when the model is larger than 1.5 GiB (protobuf's 2 GiB limit).
+            when the model is larger than 1.5 GiB (protobuf's 2 GiB limit) or some of
+            its initializers are external (memory-mapped) already.
+        data_name: file name of the external data (default ``<name>.data``), for a
+            file written under a temporary name and renamed afterwards.
 
     Raises:
         UserError: the folder cannot be written.
@@ -312,14 +348,18 @@ def save(model: ir.Model, path: str | os.PathLike[str], external_data: bool | No
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         if external_data is None:
-            external_data = _initializer_bytes(model) > 1.5 * 2**30
-        if external_data:
-            ir.save(model, p, external_data=p.name + ".data")
+            external_data = _initializer_bytes(model) > 1.5 * 2**30 or _any_external(model)
+        if external_data:  # tensor by tensor, at most 64 MiB in flight
+            ir.save(model, p, external_data=data_name or p.name + ".data", max_in_flight_bytes=64 * 2**20)
         else:
             p.write_bytes(to_proto(model).SerializeToString())
     except OSError as exc:
         raise UserError(f"{p}: cannot write: {exc.strerror or exc}") from None
     return p
+
+
+def _any_external(model: ir.Model) -> bool:
+    return any(isinstance(v.const_value, ir.ExternalTensor) for v in model.graph.initializers.values())
 
 
 def _initializer_bytes(model: ir.Model) -> int:
@@ -333,9 +373,12 @@ def fingerprint(model: ir.Model) -> str:
     imports and the model-local functions, with every ``doc_string`` and
     ``metadata_props`` (provenance: file paths and line numbers) cleared, so the same
     graph exported from another checkout, or after editing an unrelated line, gets the
-    same key.
+    same key. Each initializer of the main graph enters as the SHA-256 of its dtype,
+    shape and bytes, read one tensor at a time (memory-mapped for external data), so
+    the fingerprint costs no second copy of the weights and is the same whether they
+    are stored inline or as external data.
     """
-    proto = to_proto(model)
+    proto = _proto_with_digests(model)
     _strip_metadata(proto.graph)
     h = hashlib.sha256()
     for op in sorted((o.domain, o.version) for o in proto.opset_import):
@@ -347,6 +390,33 @@ def fingerprint(model: ir.Model) -> str:
             node.ClearField("doc_string")
         h.update(f.SerializeToString(deterministic=True))
     return h.hexdigest()[:16]
+
+
+def _proto_with_digests(model: ir.Model) -> onnx.ModelProto:
+    """``to_proto(model)`` with every main-graph initializer replaced by a uint8 tensor
+    holding the digest of its content (the model is restored before returning)."""
+    saved: dict[ir.Value, Any] = {}
+    try:
+        for value in model.graph.initializers.values():
+            tensor = value.const_value
+            if tensor is None:
+                continue
+            h = hashlib.sha256(f"{tensor.dtype.name}{list(tensor.shape)}".encode())
+            h.update(_content_bytes(tensor))
+            saved[value] = tensor
+            value.const_value = ir.Tensor(np.frombuffer(h.digest(), np.uint8), name=value.name)
+        return to_proto(model)
+    finally:
+        for value, tensor in saved.items():
+            value.const_value = tensor
+
+
+def _content_bytes(tensor: Any) -> Any:
+    """A tensor's content as a bytes-like object (a view, no copy, for numeric tensors)."""
+    arr = tensor.numpy()
+    if arr.dtype == object:  # a string tensor
+        return b"\0".join(x if isinstance(x, bytes) else str(x).encode() for x in arr.reshape(-1))
+    return memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
 
 
 def _strip_metadata(graph: onnx.GraphProto) -> None:

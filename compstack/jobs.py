@@ -192,6 +192,8 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         import onnx_ir as ir
 
         model = ir.load(job.model_path)
+        if _external_bytes(model) <= 1.5 * 2**30:  # stacks that read the model from bytes need it inline
+            ir.external_data.load_to_model(model)
         from compstack.ops._registry import load_model_origins
 
         load_model_origins(model)  # user custom ops the model uses (compstack.ops)
@@ -224,6 +226,14 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
     except Exception as exc:  # noqa: BLE001 - a stack's own exception is data here
         outcome.status, outcome.error, outcome.log = "failed", _first_line(exc), traceback.format_exc()
     return outcome
+
+
+def _external_bytes(model: Any) -> int:
+    """Bytes of the main graph's initializers stored as external data."""
+    import onnx_ir as ir
+
+    return sum(v.const_value.nbytes for v in model.graph.initializers.values()
+               if isinstance(v.const_value, ir.ExternalTensor))
 
 
 def _attach_source(job: Job, target: Any, model: Any) -> None:

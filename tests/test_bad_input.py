@@ -138,14 +138,18 @@ def _dyn(d: Path) -> None:
     _save(_relu(["N", 3]), d / "dyn.onnx")
 
 
+def _matmul(n: int) -> onnx.ModelProto:
+    """x[1,n] @ w[n,n] with inline float32 weights (n*n*4 bytes)."""
+    w = numpy_helper.from_array(np.ones((n, n), np.float32), "w")
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])], [w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+
+
 def _big_model(d: Path) -> None:
     """A 1 MiB-weight model (for the full-disk row)."""
-    make_mlp(d / "unused.onnx")
-    w = numpy_helper.from_array(np.ones((512, 512), np.float32), "w")
-    node = helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 512])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 512])], [w])
-    _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)]), d / "big.onnx")
+    _save(_matmul(512), d / "big.onnx")
 
 
 def _nested(depth: int) -> str:
@@ -311,6 +315,8 @@ ROWS: list[Row] = [
         _file("afile", "")),
     Row("save-temps-is-file", ("compare", "{mlp}", "--targets", T, *FAST), "COMPSTACK_SAVE_TEMPS",
         _file("afile", ""), env={"COMPSTACK_SAVE_TEMPS": "{d}/afile"}),
+    Row("own-memory-limit", ("compare", "{d}/big64.onnx", "--targets", T, *FAST, "--memory-limit", "150"),
+        "compstack itself used", lambda d: _save(_matmul(4096), d / "big64.onnx")),
     Row("lower-full-disk", ("lower", "{d}/big.onnx", "--target", T, "-o", "{d}/out", "--cache-dir", "{d}/c"),
         "-o {d}/out", _big_model, fsize=1_200_000, timeout=120),
     # --- dump / diff ---------------------------------------------------------------------

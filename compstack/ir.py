@@ -144,8 +144,8 @@ def load_proto(path: str | os.PathLike[str], external_data: bool = True) -> onnx
     if external_data or not _has_external_data(proto):
         try:
             onnx.load_external_data_for_model(proto, str(p.parent))
-        except (OSError, ValueError) as exc:
-            raise UserError(f"{p}: cannot read external data: {exc}") from None
+        except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+            raise UserError(f"{p}: cannot read external data: {str(exc).strip().splitlines()[0]}") from None
         check(proto, str(p))
     else:
         check(proto, str(p), path=p)

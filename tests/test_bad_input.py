@@ -179,6 +179,18 @@ def build():
     return M(), (torch.ones(2, 3),)
 """
 
+#: torch logs 19 lines of a fake-tensor traceback before raising (seen on torch 2.9).
+_TORCH_LOGS = """
+import torch
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        return x @ torch.ones(4, 4)
+
+def build():
+    return M(), (torch.ones(3, 3),)
+"""
+
 
 def _py(name: str, body: str) -> Callable[[Path], None]:
     return _file(name, body)
@@ -256,6 +268,8 @@ ROWS: list[Row] = [
     Row("py-memory-hog", ("compare", "{d}/m.py:build", "--memory-limit", "400"), "--memory-limit 400",
         _py("m.py", "def build():\n    xs = []\n    while True:\n        xs.append(bytearray(2**24))\n"),
         timeout=60),
+    Row("py-torch-export-logs-traceback", ("compare", "{d}/m.py:build", "--targets", T),
+        "a and b must have same reduction dim", _py("m.py", _TORCH_LOGS), timeout=300),
     Row("py-torch-export-fails", ("compare", "{d}/m.py:build", "--targets", T), "export failed",
         _py("m.py", _TORCH_FAILS), timeout=300),
     # --- --inputs -----------------------------------------------------------------------

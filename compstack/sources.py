@@ -57,7 +57,7 @@ def resolve_model(spec: str, cache_dir: Path | None = None, timeout_s: float | N
             if not path.exists():
                 raise UserError(f"{path}: no such file")
             if not path.is_file():
-                raise UserError(f"{path}: not a regular file")
+                raise UserError(f"{path}: not a file")
             source = import_isolated(spec, timeout_s, memory_mb)
         source.spec = f"{Path(path_part).resolve()}:{func}"
         return source

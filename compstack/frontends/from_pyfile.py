@@ -92,7 +92,7 @@ def _call(spec: str) -> tuple[Any, str]:
     if not path.exists():
         raise UserError(f"{path}: no such file")
     if not path.is_file():
-        raise UserError(f"{path}: not a regular file")
+        raise UserError(f"{path}: not a file")
     name = f"{path.name}:{func_name}"
     module = _run_file(path)
     func = _find_function(module, path, func_name)

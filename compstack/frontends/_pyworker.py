@@ -2,9 +2,9 @@
 limits, and bring the imported model back.
 
 The user's module import and function call (and the torch/JAX export after it) run in
-``python -P -m compstack.frontends._pyworker SPEC OUT`` in a new session, polled like a
-target's job (:mod:`compstack.runner`): past ``--timeout`` or ``--memory-limit`` the
-worker's process group is killed. The worker writes into the folder ``OUT``:
+a worker (:func:`main` with ``SPEC OUT``, the current folder off ``sys.path``) in a new
+session, polled like a target's job (:mod:`compstack.runner`): past ``--timeout`` or
+``--memory-limit`` the worker's process group is killed. The worker writes into the folder ``OUT``:
 
 * ``model.onnx`` (the canonical common IR; external data beside it when large),
   ``examples.npz`` (the example inputs) and ``source.json`` (name, origin, framework,
@@ -38,6 +38,12 @@ from compstack.errors import UserError
 __all__ = ["import_isolated"]
 
 _ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding the compstack package
+
+
+#: The worker's entry: the current folder leaves ``sys.path`` first (like ``python -P``,
+#: which Python 3.10 lacks), so nothing there shadows compstack or a library.
+_BOOT = ("import sys; del sys.path[0]; from compstack.frontends._pyworker import main; "
+         "sys.exit(main(sys.argv[1:]))")
 
 
 def _display(spec: str) -> str:
@@ -94,7 +100,7 @@ def _supervise(spec: str, out: Path, timeout_s: float, memory_mb: int, poll_s: f
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
-    argv = [sys.executable, "-P", "-m", "compstack.frontends._pyworker", spec, str(out)]
+    argv = [sys.executable, "-c", _BOOT, spec, str(out)]
     limit = memory_mb * 2**20
     peak, status = 0, "exited"
     with open(out / "worker.log", "wb") as log:

@@ -11,6 +11,7 @@ Everything here is pure ONNX/onnx_ir; no compiler stack is imported.
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import os
@@ -107,7 +108,7 @@ def _check_external_data(proto: onnx.ModelProto, base_dir: Path, source: str) ->
                             f"{offset}..{offset + max(length, 0)} of {location!r}, which has {size}")
 
 
-def load_proto(path: str | os.PathLike[str], external_data: bool = True) -> onnx.ModelProto:
+def load_proto(path: str | os.PathLike[str], external_data: bool = True, checked: bool = True) -> onnx.ModelProto:
     """Read an ONNX file (and its external data) into a checked ``ModelProto``.
 
     Args:
@@ -115,6 +116,7 @@ def load_proto(path: str | os.PathLike[str], external_data: bool = True) -> onnx
         external_data: read the external data into the proto; False leaves the tensors
             on disk (their locations and sizes are still checked), which is how
             :func:`load` keeps one copy of a large model in memory.
+        checked: run :func:`check` (False: the caller checks).
 
     Raises:
         UserError: missing file, not an ONNX protobuf, truncated file, external data
@@ -128,27 +130,42 @@ def load_proto(path: str | os.PathLike[str], external_data: bool = True) -> onnx
         raise UserError(f"{p}: is a folder, not an ONNX file")
     if not p.is_file():  # a FIFO or /dev/zero would block or read until memory runs out
         raise UserError(f"{p}: not a regular file (a FIFO, socket or device), not an ONNX file")
-    data = p.read_bytes()
-    if not data:
-        raise UserError(f"{p}: empty file, not an ONNX model")
-    proto = onnx.ModelProto()
-    try:
-        proto.ParseFromString(data)
-    except DecodeError as exc:
-        hint = "truncated or corrupt" if data[:1] == b"\x08" else "not an ONNX file"
-        raise UserError(f"{p}: cannot parse as ONNX protobuf ({hint}: {exc})") from None
-    del data  # the proto holds its own copy
+    proto = _parse(p)
     if not proto.HasField("graph") or not proto.opset_import:
         raise UserError(f"{p}: not an ONNX model (no graph or no opset_import)")
     _check_external_data(proto, p.parent, str(p))
-    if external_data or not _has_external_data(proto):
+    if external_data:
         try:
             onnx.load_external_data_for_model(proto, str(p.parent))
         except (OSError, ValueError, onnx.checker.ValidationError) as exc:
             raise UserError(f"{p}: cannot read external data: {str(exc).strip().splitlines()[0]}") from None
-        check(proto, str(p))
-    else:
-        check(proto, str(p), path=p)
+    if checked:
+        check(proto, str(p), path=p if _has_external_data(proto) else None)
+    return proto
+
+
+def _parse(p: Path) -> onnx.ModelProto:
+    """Parse the file through a memory map (the proto is the only copy made).
+
+    Raises:
+        UserError: an empty file, or bytes that are not an ONNX protobuf.
+    """
+    import mmap
+
+    proto = onnx.ModelProto()
+    with open(p, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            raise UserError(f"{p}: empty file, not an ONNX model")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            first = mm[:1]
+            view = memoryview(mm)
+            try:
+                proto.ParseFromString(view)
+            except DecodeError as exc:
+                hint = "truncated or corrupt" if first == b"\x08" else "not an ONNX file"
+                raise UserError(f"{p}: cannot parse as ONNX protobuf ({hint}: {exc})") from None
+            finally:
+                view.release()
     return proto
 
 
@@ -248,11 +265,89 @@ def load(path: str | os.PathLike[str], opset: int = DEFAULT_OPSET) -> ir.Model:
     Raises:
         UserError: see :func:`load_proto` and :func:`canonicalize`.
     """
-    proto = load_proto(path, external_data=False)
-    model = canonicalize(proto, source=str(path), opset=opset)
-    del proto
+    proto = load_proto(path, external_data=False, checked=False)
+    skeleton, weights = _split_weights(proto, str(path))
+    check(skeleton, str(path), path=None if weights else Path(path))
+    model = canonicalize(skeleton, source=str(path), opset=opset)
+    del skeleton
+    _attach_weights(model, weights, {v.name for v in proto.graph.input})
     ir.external_data.set_base_dir(model.graph, Path(path).resolve().parent)  # memory-mapped when read
     return model
+
+
+#: Inline initializers at least this large are kept out of the checker's and shape
+#: inference's serialised copies (see :func:`_split_weights`).
+_BIG_TENSOR = 1 << 20
+
+
+def _split_weights(proto: onnx.ModelProto, source: str) -> tuple[onnx.ModelProto, list[onnx.TensorProto]]:
+    """``proto`` without its large inline initializers, each declared as a graph input
+    of the same type and shape instead, and those initializers (still in ``proto``).
+
+    The ONNX checker and shape inference serialise the model they get (and shape
+    inference returns a new copy), so running them on the skeleton costs no copy of
+    the weights. Returns ``(proto, [])`` when there is nothing large.
+
+    Raises:
+        UserError: a large initializer whose byte count does not fit its dims and dtype
+            (the check the ONNX checker would have made).
+    """
+    big = [t for t in proto.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL
+           and t.HasField("raw_data") and _declared_bytes(t) >= _BIG_TENSOR]
+    if not big:
+        return proto, []
+    for t in big:  # what the checker would check (one tensor's bytes at a time)
+        have, want = len(t.raw_data), _declared_bytes(t)
+        if have != want:
+            raise UserError(f"{source}: initializer '{t.name}' holds {have} bytes; its dims {list(t.dims)} and "
+                            f"{onnx.TensorProto.DataType.Name(t.data_type)} need {want}")
+    names = {t.name for t in big}
+    skeleton = onnx.ModelProto()
+    for fdesc, value in proto.ListFields():
+        if fdesc.name == "graph":
+            continue
+        _copy_field(skeleton, fdesc, value)
+    for fdesc, value in proto.graph.ListFields():
+        if fdesc.name == "initializer":
+            skeleton.graph.initializer.extend(t for t in value if t.name not in names)
+        else:
+            _copy_field(skeleton.graph, fdesc, value)
+    declared = {i.name for i in proto.graph.input}
+    skeleton.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                                for t in big if t.name not in declared)
+    return skeleton, big
+
+
+def _declared_bytes(t: onnx.TensorProto) -> int:
+    """The bytes ``t``'s dims and dtype call for (its data is not read)."""
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return 0
+    return int(np.prod(t.dims, dtype=np.int64)) * itemsize
+
+
+def _copy_field(dest: Any, fdesc: Any, value: Any) -> None:
+    if fdesc.is_repeated:
+        getattr(dest, fdesc.name).extend(value)
+    elif fdesc.type == fdesc.TYPE_MESSAGE:
+        getattr(dest, fdesc.name).CopyFrom(value)
+    else:
+        setattr(dest, fdesc.name, value)
+
+
+def _attach_weights(model: ir.Model, weights: list[onnx.TensorProto], declared: set[str]) -> None:
+    """Turn the graph inputs :func:`_split_weights` declared back into initializers
+    holding the original tensors (no copy: they wrap the parsed protos)."""
+    if not weights:
+        return
+    by_name = {v.name: v for v in model.graph.inputs}
+    for t in weights:
+        value = by_name[t.name]
+        if t.name not in declared:
+            model.graph.inputs.remove(value)
+        value.const_value = ir.serde.TensorProtoTensor(t)
+        model.graph.register_initializer(value)
 
 
 def _ai_onnx_opset(proto: onnx.ModelProto) -> int:
@@ -358,6 +453,18 @@ def save(model: ir.Model, path: str | os.PathLike[str], external_data: bool | No
     return p
 
 
+#: Weights from this size on are written as external data by :func:`prefers_external_data`
+#: callers (the cached model file): streamed a tensor at a time, not serialised whole.
+STREAM_MIN_BYTES = 16 * 2**20
+
+
+def prefers_external_data(model: ir.Model) -> bool:
+    """True when ``model`` is better written with external data: its initializers are
+    external already, or weigh :data:`STREAM_MIN_BYTES` or more (so writing it costs no
+    second and third copy of the weights)."""
+    return _any_external(model) or _initializer_bytes(model) >= STREAM_MIN_BYTES
+
+
 def _any_external(model: ir.Model) -> bool:
     return any(isinstance(v.const_value, ir.ExternalTensor) for v in model.graph.initializers.values())
 
@@ -405,15 +512,28 @@ def _proto_with_digests(model: ir.Model) -> onnx.ModelProto:
             h.update(_content_bytes(tensor))
             saved[value] = tensor
             value.const_value = ir.Tensor(np.frombuffer(h.digest(), np.uint8), name=value.name)
-        return to_proto(model)
+        proto = to_proto(model)
     finally:
         for value, tensor in saved.items():
             value.const_value = tensor
+    digests = sorted((copy.copy(t) for t in proto.graph.initializer), key=lambda t: t.name)
+    del proto.graph.initializer[:]
+    proto.graph.initializer.extend(digests)  # their order carries no meaning
+    return proto
 
 
 def _content_bytes(tensor: Any) -> Any:
-    """A tensor's content as a bytes-like object (a view, no copy, for numeric tensors)."""
-    arr = tensor.numpy()
+    """A tensor's content as a bytes-like object (a view, no copy, for numeric tensors).
+
+    Raises:
+        UserError: the stored bytes do not fit the tensor's shape and dtype.
+    """
+    try:
+        arr = tensor.numpy()
+    except (ValueError, OSError) as exc:
+        raise UserError(f"initializer '{tensor.name}': its data does not fit its shape {list(tensor.shape)} and "
+                        f"dtype {tensor.dtype.name} ({str(exc).strip().splitlines()[0] if str(exc) else exc})") \
+            from None
     if arr.dtype == object:  # a string tensor
         return b"\0".join(x if isinstance(x, bytes) else str(x).encode() for x in arr.reshape(-1))
     return memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
@@ -637,4 +757,5 @@ class SourceModel:
         return fingerprint(self.model)
 
 
-__all__ += ["SourceModel", "source_of", "user_frame", "tensor_bytes", "check", "inline_functions"]
+__all__ += ["SourceModel", "source_of", "user_frame", "tensor_bytes", "check", "inline_functions",
+            "prefers_external_data", "STREAM_MIN_BYTES"]

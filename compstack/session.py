@@ -88,7 +88,8 @@ def model_file(source: cir.SourceModel, cache_dir: Path) -> Path:
             from compstack.ops._registry import stamp_origins
 
             stamp_origins(source.model)  # workers import the model's user custom-op declarations
-            cir.save(source.model, tmp, data_name=path.name + ".data")
+            cir.save(source.model, tmp, external_data=cir.prefers_external_data(source.model) or None,
+                     data_name=path.name + ".data")
             os.replace(tmp, path)
         except (OSError, UserError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

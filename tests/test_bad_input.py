@@ -240,6 +240,8 @@ ROWS: list[Row] = [
         lambda d: (_ext_data("w.bin", "w.bin")(d), (d / "m" / "w.bin").unlink())),
     Row("ext-data-short", ("compare", "{d}/m/m.onnx", "--targets", T, *FAST), "external data",
         lambda d: (_ext_data("w.bin", "w.bin")(d), (d / "m" / "w.bin").write_bytes(b"\0" * 8))),
+    Row("initializer-bytes-short", ("compare", "{d}/short.onnx", "--targets", T, *FAST), "short.onnx: initializer 'w' holds 1000 bytes",
+        _model("short.onnx", lambda: _short_weights())),
     Row("dynamic-dim-no-shape", ("compare", "{d}/dyn.onnx", "--targets", T, *FAST), "--input-shape x:<n>x3", _dyn),
     # --- file.py:function ---------------------------------------------------------------
     Row("py-missing-function", ("compare", "{d}/m.py:nothere"), "no function 'nothere'",
@@ -400,6 +402,13 @@ def _ssa() -> onnx.ModelProto:
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+
+
+def _short_weights() -> onnx.ModelProto:
+    """A 4 MiB-by-its-dims initializer holding 1000 bytes."""
+    m = _matmul(1024)
+    m.graph.initializer[0].raw_data = b"\0" * 1000
+    return m
 
 
 def _int_model() -> onnx.ModelProto:

@@ -151,7 +151,7 @@ def _write(source: cir.SourceModel, out: Path) -> None:
     from compstack.ops._registry import stamp_origins
 
     stamp_origins(source.model)
-    cir.save(source.model, out / "model.onnx")
+    cir.save(source.model, out / "model.onnx", external_data=cir.prefers_external_data(source.model) or None)
     save_npz(out / "examples.npz", {k: (v.astype(str) if v.dtype == object else v)
                                     for k, v in source.example_inputs.items()})
     meta = {"name": source.name, "origin": source.origin, "framework": source.framework,

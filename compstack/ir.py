@@ -516,9 +516,10 @@ def _proto_with_digests(model: ir.Model) -> onnx.ModelProto:
     finally:
         for value, tensor in saved.items():
             value.const_value = tensor
-    digests = sorted((copy.copy(t) for t in proto.graph.initializer), key=lambda t: t.name)
-    del proto.graph.initializer[:]
-    proto.graph.initializer.extend(digests)  # their order carries no meaning
+    for field in ("initializer", "value_info"):  # their order carries no meaning
+        items = sorted((copy.copy(t) for t in getattr(proto.graph, field)), key=lambda t: t.name)
+        del getattr(proto.graph, field)[:]
+        getattr(proto.graph, field).extend(items)
     return proto
 
 

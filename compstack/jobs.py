@@ -202,6 +202,8 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
 
         _verify_model_file(job)
         model = ir.load(job.model_path)
+        if _external_bytes(model) <= 1.5 * 2**30:  # stacks that read the model from bytes need it inline
+            ir.external_data.load_to_model(model)
         if job.op_origins:  # user custom ops the model uses, as the parent named them
             from compstack.ops._registry import load_origins
 
@@ -281,6 +283,14 @@ def _pending_stage(lowered: Any, done: Sequence[str], compiled: Any = None) -> s
     """The stage :func:`write_stages` was producing when it failed: the first not in ``done``."""
     names = [*lowered.stage_names(), *(compiled.stages if compiled is not None else [])]
     return next((n for n in names if n not in done), "")
+
+
+def _external_bytes(model: Any) -> int:
+    """Bytes of the main graph's initializers stored as external data."""
+    import onnx_ir as ir
+
+    return sum(v.const_value.nbytes for v in model.graph.initializers.values()
+               if isinstance(v.const_value, ir.ExternalTensor))
 
 
 def _attach_source(job: Job, target: Any, model: Any) -> None:

@@ -20,7 +20,8 @@ callable, and every leaf of the second is an array (numpy, jax, or a Python scal
 
 The file is run as a fresh module (its folder is on ``sys.path`` while it is
 imported, so it can import its neighbours). Every way this can go wrong is a
-one-line :class:`~compstack.errors.UserError`.
+one-line :class:`~compstack.errors.UserError`. The CLI runs all of this in a worker
+process under ``--timeout``/``--memory-limit`` (:mod:`compstack.frontends._pyworker`).
 """
 
 from __future__ import annotations
@@ -120,7 +121,9 @@ def _call(spec: str) -> tuple[Any, str]:
     func = _find_function(module, path, func_name)
     try:
         return func(), name
-    except (Exception, SystemExit) as exc:  # the user's code may raise anything, or sys.exit()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the user's code may raise anything, sys.exit() or a BaseException
         raise UserError(f"{name}: raised {_first_line(exc)}") from exc
 
 
@@ -183,7 +186,10 @@ def _run_file(path: Path) -> ModuleType:
     sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:  # SyntaxError, ImportError, sys.exit()...
+    except KeyboardInterrupt:
+        sys.modules.pop(mod_name, None)
+        raise
+    except BaseException as exc:  # SyntaxError, ImportError, sys.exit(), a user BaseException...
         sys.modules.pop(mod_name, None)
         raise UserError(f"{path}: import failed: {_first_line(exc)}") from exc
     finally:

@@ -249,7 +249,7 @@ def dump(source: cir.SourceModel, target: str, folder: Path, *, stages: Sequence
         UserError: unknown target or stage (listing the valid ones), unknown pass mode.
     """
     from compstack.inputs import save_npz
-    from compstack.session import model_file
+    from compstack.session import model_file, stack_model_file
     from compstack.target import PASS_MODES
 
     check_stages(target, stages)
@@ -260,7 +260,10 @@ def dump(source: cir.SourceModel, target: str, folder: Path, *, stages: Sequence
     try:
         inputs = save_npz(work / "inputs.npz", pack_sets(_example_sets(source)))
         mcache = cache_dir or work
-        job = Job(model_path=str(model_file(source, mcache)), fingerprint=source.fingerprint, target=target,
+        stack = stack_model_file(source, mcache)  # the model as the user wrote it (#13 item 18)
+        canonical = model_file(source, mcache)
+        job = Job(model_path=str(stack.path), fingerprint=stack.fingerprint, target=target,
+                  canonical_path=str(canonical) if canonical != stack.path else "",
                   target_ref=next(e.ref for e in registry.entries() if e.name == target),
                   inputs_path=str(inputs), workdir=str(work / "job"), options=dict(options or {}),
                   cache_dir=str(cache_dir) if cache_dir else None, stages_dir=str(folder), run=False,

@@ -1032,6 +1032,9 @@ def _explain_run(model: str | None, kw: dict[str, Any], steps: str, reduced_out:
     _validate_target_options(topts)
     kw["target_options"] = topts
     if kw.get("out_dir"):
+        from compstack.explain.bundle import check_bundle_dir
+
+        check_bundle_dir(Path(kw["out_dir"]))  # never a folder with the user's own files in it
         _probe_dir(Path(kw["out_dir"]), f"-o {kw['out_dir']}: folder not writable")
     if reduced_out:
         _check_writable_file(reduced_out, "-o")

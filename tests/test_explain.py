@@ -135,6 +135,11 @@ def test_explain_finds_reduces_attributes_and_bundles_a_real_tvm_bug(tmp_path: P
         assert done.returncode == 0 and "no mismatch" in done.stdout, (other, done.stdout, done.stderr[-2000:])
     again = replay(bundle)
     assert again["reproduces"] and again["target"] == "tvm-llvm"
+    # a repro that cannot run (the stack missing) exits 2, never 1 ("reproduced")
+    blocked = "import runpy, sys; sys.modules['tvm'] = None; runpy.run_path(sys.argv[1], run_name='__main__')"
+    done = subprocess.run([sys.executable, "-P", "-c", blocked, str(bundle / "repro_tvm-llvm.py")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 2 and "could not run" in done.stdout
 
 
 def test_keep_a_disagreement_between_two_stacks() -> None:
@@ -313,6 +318,43 @@ def test_cli_explain_bisect_reduce_and_replay(tmp_path: Path) -> None:
     assert (tmp_path / "bug" / "repro_ort-cpu.py").is_file()  # every target gets its repro
     done = _cli("explain", "--replay", "bug", cwd=tmp_path)
     assert done.returncode == 0 and "the discrepancy reproduces" in done.stdout
+
+
+def test_zero_node_model_has_nothing_to_explain() -> None:
+    graph = helper.make_graph([], "passthru", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])])
+    rep = explain(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                  {"x": np.ones(2, np.float32)}, ["ort-cpu"])
+    assert not rep["found"] and "no nodes" in rep["summary"]
+
+
+def test_bundle_folder_with_other_files_is_never_touched(tmp_path: Path) -> None:
+    onnx.save(_deconv_model(2, 2), str(tmp_path / "model.onnx"))
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("precious")
+    for out in ("mine", "."):
+        done = _cli("explain", "model.onnx", "--targets", "tvm-llvm", "-o", out, cwd=tmp_path)
+        assert done.returncode == 2 and "not empty" in done.stderr, done.stderr
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "precious" and (tmp_path / "model.onnx").is_file()
+
+
+@pytest.mark.parametrize("flags,model,needle", [
+    ({}, True, "malformed bundle"),
+    ({"tvm-llvm": 5}, True, "malformed bundle"),
+    ({"tvm-llvm": {"options": {}}}, False, "unreadable bundle"),
+])
+def test_replay_of_a_malformed_bundle_is_one_line(tmp_path: Path, flags: dict, model: bool, needle: str) -> None:
+    b = tmp_path / "b"
+    b.mkdir()
+    if model:
+        onnx.save(_deconv_model(1, 1), str(b / "model.onnx"))
+    else:
+        (b / "model.onnx").write_bytes(b"garbage")
+    np.savez(b / "inputs.npz", x=_x((1, 1, 3, 3)))
+    (b / "explain.json").write_text(json.dumps({"target": "tvm-llvm"}))
+    (b / "flags.json").write_text(json.dumps(flags))
+    done = _cli("explain", "--replay", "b", cwd=tmp_path)
+    assert done.returncode == 2 and needle in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("args,needle", [

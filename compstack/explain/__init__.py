@@ -132,6 +132,10 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
     t0 = time.monotonic()
     targets = list(dict.fromkeys(targets))
     clauses = parse_keep(keep, targets) if keep else [Clause(t, "!=", "ref") for t in targets]
+    if not proto.graph.node:
+        return {"model": model_name, "nodes": 0, "targets": targets, "found": False, "undefined": [],
+                "verdicts": {}, "status": {}, "keep": keep or "", "compiles": 0, "seconds": time.monotonic() - t0,
+                "summary": "the graph has no nodes (every output is a graph input): nothing a stack computes"}
     try:
         ref = reference_values(proto, feeds)
     except Exception as exc:  # noqa: BLE001 - the oracle cannot run the model: nothing to judge against

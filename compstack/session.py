@@ -60,6 +60,8 @@ class CompareOptions:
         reference: ``auto``, ``reference`` (float64) or a target name.
         target_options: ``{target: {option: value}}`` from ``--option``.
         isolate: run jobs in worker processes (default); False runs them inline.
+        threads: threads every stack is asked for (None: :func:`compstack.threads.default_threads`,
+            the physical cores; 0: each stack's own default); see :mod:`compstack.threads`.
     """
 
     targets: list[str]
@@ -75,6 +77,7 @@ class CompareOptions:
     reference: str = "auto"
     target_options: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     isolate: bool = True
+    threads: int | None = None
 
 
 def model_file(source: cir.SourceModel, cache_dir: Path) -> Path:
@@ -165,9 +168,12 @@ def compare(
     try:
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
+        from compstack.threads import default_threads
+
         common = dict(model_path=str(model_path), fingerprint=source.fingerprint, inputs_path=str(inputs_path),
                       cache_dir=str(settings.cache_dir) if options.cache else None, source=source.spec,
-                      source_framework=source.framework)
+                      source_framework=source.framework,
+                      threads=default_threads() if options.threads is None else options.threads)
 
         def run(name: str, opts: Mapping[str, str], latency: bool) -> JobOutcome:
             job = Job(target=name, target_ref=_ref_of(name), workdir=str(work / name), options=dict(opts),

@@ -208,6 +208,25 @@ class Target:
         if not isinstance(self.options, self.Options):
             raise TypeError(f"{self.name}: options must be {self.Options.__name__}")
 
+    #: Threads this job asked the stack for (0: the stack's own default); set by the job
+    #: after :meth:`apply_threads` (stacks whose knob is per session, ORT, read it).
+    threads: int = 0
+
+    @classmethod
+    def apply_threads(cls, n: int) -> dict[str, Any]:
+        """Make this process's stack use ``n`` threads (``n >= 1``), by the stack's own knob.
+
+        Called in the worker before the stack is imported or initialised (before
+        :meth:`availability`); the environment of :func:`compstack.threads.thread_env`
+        is already set. The default knows no knob.
+
+        Returns:
+            ``{"knob": what was set, "honoured": whether the stack is known to obey it,
+            "note": why not / caveats}`` for the row's ``flags["threads"]``.
+        """
+        return {"knob": "none", "honoured": False,
+                "note": f"{cls.name}: no thread-count knob known; the stack ran with its own default"}
+
     # ---- what every target says -------------------------------------------------
     @classmethod
     def availability(cls) -> Availability:

@@ -98,6 +98,23 @@ class InductorCpuTarget(TwoPathTarget):
             pass
         return Availability(True, versions=versions)
 
+    @classmethod
+    def apply_threads(cls, n: int) -> dict[str, Any]:
+        """``torch.set_num_threads(n)`` before compiling, and Inductor's
+        ``config.cpp.threads = n`` (the ``#pragma omp parallel num_threads`` of the
+        generated C++ kernels is fixed at compile time from it, and it is part of
+        Inductor's cache key, so a cached compile for another count is not reused)."""
+        import torch
+        import torch._inductor.config as inductor_config
+
+        torch.set_num_threads(n)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:  # only settable before the first inter-op work
+            pass
+        inductor_config.cpp.threads = n
+        return {"knob": f"torch.set_num_threads({n}), torch._inductor.config.cpp.threads={n}", "honoured": True}
+
     def lower_impl(self, model: ir.Model) -> InductorLowered:
         import torch
 

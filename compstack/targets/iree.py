@@ -162,6 +162,18 @@ class IreeLlvmCpuTarget(Target):
             return Availability(False, "this iree.runtime has no local-task driver", versions)
         return Availability(True, versions=versions)
 
+    @classmethod
+    def apply_threads(cls, n: int) -> dict[str, Any]:
+        """IREE's ``local-task`` driver runs dispatches on a task topology of worker threads
+        (the calling thread only waits); ``--task_topology_max_group_count=n`` caps the
+        workers, parsed with ``iree.runtime.flags.parse_flags`` before any device exists.
+        ``local-sync`` always runs on the calling thread (1 thread, whatever ``n``)."""
+        import iree.runtime as rt
+
+        rt.flags.parse_flags(f"--task_topology_max_group_count={n}")
+        return {"knob": f"iree.runtime flag --task_topology_max_group_count={n}", "honoured": True,
+                "caller_waits": True}
+
     def runtime_driver(self) -> str:
         """The ``iree.runtime`` driver that runs this target's artifacts."""
         return self.options.driver

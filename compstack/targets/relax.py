@@ -139,6 +139,15 @@ class TvmLlvmTarget(Target):
             return Availability(False, "this TVM build has no LLVM backend (USE_LLVM=OFF)", versions)
         return Availability(True, versions=versions)
 
+    @classmethod
+    def apply_threads(cls, n: int) -> dict[str, Any]:
+        """TVM's runtime thread pool reads ``TVM_NUM_THREADS`` when it is created (the
+        runner sets it before the worker starts; set here too for inline jobs). The
+        calling thread is one of the ``n``. The artifact is unchanged (``num-cores`` of the
+        target only steers tuning and some schedules)."""
+        os.environ["TVM_NUM_THREADS"] = str(n)
+        return {"knob": f"TVM_NUM_THREADS={n} (runtime thread pool)", "honoured": True}
+
     def target_dict(self) -> dict[str, Any]:
         """The ``tvm.target.Target`` as a dict (string targets with ``-mcpu`` are rejected in 0.27)."""
         from tvm.target import codegen

@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 __all__ = ["LatencyConfig", "LatencyStats", "measure", "CV_WARN", "IQR_WARN", "median_ci", "medians_differ",
+           "compare_latencies",
            "BOOTSTRAP_RESAMPLES"]
 
 #: Coefficient of variation above which a measurement is reported as noisy.
@@ -168,6 +169,26 @@ def medians_differ(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool | None:
     if not ca or not cb:
         return None
     return bool(ca[1] < cb[0] or cb[1] < ca[0])
+
+
+def compare_latencies(rows: Sequence[tuple[str, Mapping[str, Any] | None]]) -> list[dict[str, Any]]:
+    """Every pair of timed targets, faster first: the ratio of their medians and whether
+    they differ significantly (:func:`medians_differ`).
+
+    Args:
+        rows: ``(target, latency dict or None)``; rows without a latency are skipped.
+
+    Returns:
+        ``{"faster", "slower", "ratio" (slower median / faster median), "significant"}``
+        per pair, ordered by the faster target's median.
+    """
+    timed = sorted(((n, lat) for n, lat in rows if lat and lat.get("median")), key=lambda r: r[1]["median"])
+    out = []
+    for i, (fast, a) in enumerate(timed):
+        for slow, b in timed[i + 1:]:
+            out.append({"faster": fast, "slower": slow, "ratio": b["median"] / a["median"],
+                        "significant": medians_differ(a, b)})
+    return out
 
 
 def _loadavg() -> float | None:

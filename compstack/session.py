@@ -280,6 +280,13 @@ def _to_result(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expect
     if lat and lat.get("noisy"):
         result.notes.append(f"latency CV {lat['cv']:.1%} > 2.5 %: noisy measurement (std/mean; p10-p90 shows "
                             "the spread without outliers)")
+    if lat and lat.get("unstable"):
+        result.notes.append(f"latency IQR/median {lat['iqr_rel']:.1%} > 5 %: unstable measurement (robust spread; "
+                            "not one outlier)")
+    if lat and lat.get("busy"):
+        result.notes.append(f"machine busy: load average {lat['load_before']:.2f} before / "
+                            f"{lat['load_after']:.2f} after the timed loop on {lat['cpus']} CPUs; "
+                            "latency includes waiting for a CPU")
     if lat and options.latency and lat.get("runs", 0) < options.latency.min_runs:
         result.notes.append(f"latency from {lat['runs']} runs only: the {options.latency.max_time_s:g} s cap "
                             f"came before --min-runs {options.latency.min_runs}")

@@ -194,6 +194,7 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
             outcome.extra["run_reason"] = avail.run_reason
         target = cls(cls.Options.from_strings(job.options, owner=job.target))
         target.threads = max(job.threads, 0)
+        target.cache_root = Path(job.cache_dir) if job.cache_dir else None
         outcome.flags = target.flags()
         import onnx_ir as ir
 
@@ -342,6 +343,7 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
         stage("compile")
         compiled = lowered.compile()
         outcome.compile_s = compiled.compile_s
+        _record_tuning(outcome, compiled)
         if job.stages_dir:
             outcome.stages = write_stages(lowered, Path(job.stages_dir), outcome.stages, compiled)
         if cache is not None:
@@ -364,6 +366,14 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
         calls = [compiled.prepare(s) for s in inputs]
         outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()
         record_thread_use(outcome, outcome.latency)
+
+
+def _record_tuning(outcome: JobOutcome, compiled: Any) -> None:
+    """Auto-tuning done inside the compile (``Compiled.tuning``): its time apart from
+    the compile time, in ``flags["tuning"]``."""
+    tuning = getattr(compiled, "tuning", None)
+    if tuning:
+        outcome.flags["tuning"] = {**outcome.flags.get("tuning", {}), **tuning, "tune_s": compiled.tune_s}
 
 
 def _check_dtypes(target: Any, arrays: dict[str, np.ndarray]) -> None:
@@ -397,6 +407,8 @@ def _from_cache(cache: Any, target: Any, key: str, model: Any, outcome: JobOutco
     outcome.cached = True
     outcome.compile_s = entry.meta.get("compile_s")
     outcome.lower_s = entry.meta.get("lower_s")
+    if entry.meta.get("tuning"):
+        outcome.flags["tuning"] = {**entry.meta["tuning"], "from_cache": True}
     return compiled
 
 
@@ -405,7 +417,9 @@ def _to_cache(cache: Any, target: Any, key: str, compiled: Any, job: Job) -> Non
     files = compiled.save(staging)
     cache.publish(staging, target.name, key, files,
                   {"target": target.name, "fingerprint": job.fingerprint, "compile_s": compiled.compile_s,
-                   "flags": target.flags()})
+                   "flags": target.flags(),
+                   "tuning": {**getattr(compiled, "tuning", {}), "tune_s": compiled.tune_s}
+                   if getattr(compiled, "tuning", None) else None})
 
 
 def write_stages(lowered: Any, folder: Path, done: list[str], compiled: Any = None,

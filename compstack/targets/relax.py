@@ -1,11 +1,21 @@
-"""The ``tvm-llvm`` target: Apache TVM Relax on the CPU (LLVM), untuned.
+"""The ``tvm-llvm`` target: Apache TVM Relax on the CPU (LLVM), untuned by default.
 
 Lowering imports the model with ``tvm.relax.frontend.onnx.from_onnx`` (weights
 folded in as constants). Compiling runs the target's default Relax pipeline
 (``relax.get_default_pipeline(target)``: legalize, FuseOps/FuseTIR, memory planning,
 VM lowering) -- plain ``tvm.compile(mod, target)`` does *not* fuse -- then TVM's TIR
-pipeline and LLVM. No MetaSchedule/DLight runs on CPU: the loops are TVM's default,
-untuned schedules (``flags()["tuned"]`` is False).
+pipeline and LLVM. No MetaSchedule/DLight runs on CPU by default: the loops are TVM's
+default, untuned schedules (``flags()["tuned"]`` is False).
+
+With ``--option tvm-llvm:tune_trials=N`` the compile first runs the steps of TVM's
+``static_shape_tuning`` pipeline (``relax.pipeline.static_shape_tuning_pipeline``:
+``DecomposeOpsForInference``, ``zero_pipeline`` (legalize, fuse),
+``MetaScheduleTuneIRMod`` with ``max_trials_per_task=N``, ``MetaScheduleApplyDatabase``),
+then the default pipeline as above. The MetaSchedule database (``database_workload.json``,
+``database_tuning_record.json``) is kept under ``<cache root>/tvm-tuning/<key>/``, the key
+hashing the Relax module, the target and N; a later compile of the same module finds the
+finished records there and only applies them (no second tuning). The tuning time is
+reported apart from the compile time (``flags["tuning"]["tune_s"]``).
 
 Stages, in pipeline order:
 
@@ -59,14 +69,19 @@ class TvmOptions(TargetOptions):
         mcpu: LLVM CPU name (``skylake-avx512``); empty means this host's CPU
             (``llvm_get_system_cpu()``), as TVM users set ``-mcpu=native``.
         pass_stages: also keep the module after every Relax pass as a stage.
+        tune_trials: MetaSchedule trials per tuning task (kernel); 0: no tuning (TVM's
+            default schedules).
     """
 
     opt_level: int = 3
     num_cores: int = 0
     mcpu: str = ""
     pass_stages: bool = False
+    tune_trials: int = 0
 
     def validate(self) -> str:
+        if self.tune_trials < 0:
+            return f"tune_trials={self.tune_trials}: expected >= 0 (MetaSchedule trials per task)"
         if not 0 <= self.opt_level <= 3:
             return f"opt_level={self.opt_level}: expected 0..3 (tvm.transform.PassContext)"
         if self.num_cores < 0:
@@ -156,11 +171,17 @@ class TvmLlvmTarget(Target):
                 "mcpu": self.options.mcpu or codegen.llvm_get_system_cpu()}
 
     def flags(self) -> dict[str, Any]:
-        """Target dict, pipeline, opt level; ``tuned`` is False (no MetaSchedule on CPU)."""
-        return {"target": self.target_dict(),
-                "pipeline": "relax.get_default_pipeline (relax.backend.cpu_generic)",
-                "opt_level": self.options.opt_level, "tuned": False,
-                "frontend": "relax.frontend.onnx.from_onnx(keep_params_in_input=False)"}
+        """Target dict, pipeline, opt level; ``tuned`` (MetaSchedule ran or its records were applied)."""
+        tuned = self.options.tune_trials > 0
+        out = {"target": self.target_dict(),
+               "pipeline": ("static_shape_tuning steps (MetaSchedule) + " if tuned else "")
+               + "relax.get_default_pipeline (relax.backend.cpu_generic)",
+               "opt_level": self.options.opt_level, "tuned": tuned,
+               "frontend": "relax.frontend.onnx.from_onnx(keep_params_in_input=False)"}
+        if tuned:
+            out["tuning"] = {"tuner": "MetaSchedule (MetaScheduleTuneIRMod + MetaScheduleApplyDatabase)",
+                             "trials_per_task": self.options.tune_trials}
+        return out
 
     def unsupported_ops(self, model: ir.Model) -> list[str]:
         """Ops missing from TVM's ONNX converter map (``_get_convert_map()``), all at once.
@@ -309,14 +330,23 @@ class _TvmLowered(Lowered):
         return records
 
     def compile_impl(self) -> Compiled:
+        import time
+
         import tvm
         from tvm import relax
 
         target = self._tvm_target()
+        mod, tuning, tune_s = self.mod, None, 0.0
+        if self.target.options.tune_trials > 0:
+            t0 = time.perf_counter()
+            mod, tuning = _tune(self.mod, target, self.target)
+            tune_s = time.perf_counter() - t0
         keep, marks, passes = _recorder(self.target.options.pass_stages)
         with tvm.transform.PassContext(opt_level=self.target.options.opt_level, instruments=[keep]):
-            ex = tvm.compile(self.mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
+            ex = tvm.compile(mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
         compiled = _TvmCompiled(self.target, self.model, ex, export=lambda dst: ex.export_library(str(dst)))
+        if tuning is not None:
+            compiled.tuning, compiled.tune_s = tuning, tune_s
         compiled.pass_names = [name for name, _ in passes]
         compiled.marks = marks
         stages: dict[str, Callable[[], str]] = {}
@@ -334,6 +364,109 @@ class _TvmLowered(Lowered):
         for name, text in stages.items():
             self.add_stage(name, text)
         return compiled
+
+
+def _tuning_dir(mod: Any, target: TvmLlvmTarget) -> tuple[Path, bool]:
+    """``(folder, kept)``: the MetaSchedule work folder for ``mod`` under the cache root
+    (``kept``), or a scratch folder when there is no cache (``--no-cache``)."""
+    import hashlib
+    import json
+    import tempfile
+
+    import tvm
+    import tvm_ffi
+
+    key = hashlib.sha256(json.dumps([str(tvm_ffi.structural_hash(mod)), target.target_dict(),
+                                     target.options.tune_trials, target.options.opt_level, tvm.__version__],
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    if target.cache_root is None:
+        return Path(tempfile.mkdtemp(prefix="compstack-tvm-tune-")), False
+    folder = target.cache_root / "tvm-tuning" / key
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder, True
+
+
+def _tune(mod: Any, tvm_target: Any, target: TvmLlvmTarget) -> tuple[Any, dict[str, Any]]:
+    """The steps of ``relax.pipeline.static_shape_tuning_pipeline`` (without weight
+    prepacking, which changes the VM's interface): tune with MetaSchedule unless the
+    work folder holds finished records for this module (``done.json``), then apply
+    the database. Returns the module and what was done (for ``flags["tuning"]``)."""
+    import json
+
+    import tvm
+    from tvm.relax import transform
+    from tvm.relax.pipeline import zero_pipeline
+
+    folder, kept = _tuning_dir(mod, target)
+    done = folder / "done.json"
+    reuse = done.is_file()
+    problem = _metaschedule_problem()
+    if problem:
+        from compstack.errors import UnsupportedError
+
+        raise UnsupportedError(f"{target.name}: tune_trials={target.options.tune_trials}: {problem}")
+    trials = target.options.tune_trials
+    with tvm_target, tvm.transform.PassContext(opt_level=target.options.opt_level):
+        steps = [transform.DecomposeOpsForInference(), transform.CanonicalizeBindings(), zero_pipeline()]
+        if not reuse:  # the pass reads the target when it is made
+            # trials per task; the global budget is no limit (every task gets its N trials)
+            steps.append(transform.MetaScheduleTuneIRMod(params={}, work_dir=str(folder),
+                                                          max_trials_global=trials * 100_000,
+                                                          max_trials_per_task=trials))
+        steps.append(transform.MetaScheduleApplyDatabase(str(folder)))
+        tuned = tvm.transform.Sequential(steps)(mod)
+    records = _count_lines(folder / "database_tuning_record.json")
+    tasks = _count_lines(folder / "database_workload.json")
+    if kept and not reuse:
+        done.write_text(json.dumps({"trials_per_task": trials, "records": records, "tasks": tasks}))
+    how = "reused the records of an earlier tuning (no trials run)" if reuse else f"tuned {trials} trials per task"
+    return tuned, {"tuner": "MetaSchedule (MetaScheduleTuneIRMod + MetaScheduleApplyDatabase)",
+                   "trials_per_task": trials, "reused_records": reuse, "tasks": tasks, "records": records,
+                   "work_dir": str(folder) if kept else "(scratch folder, not kept: --no-cache)",
+                   "summary": f"MetaSchedule, {how}; {tasks} tasks, {records} records"}
+
+
+#: Serialises a tiny IRModule the way MetaSchedule does for every workload it tunes.
+_JSON_PROBE = """
+import tvm
+from tvm import relax
+from tvm.script import relax as R
+bb = relax.BlockBuilder()
+x = relax.Var("x", R.Tensor((4,), "float32"))
+with bb.function("main", [x]):
+    bb.emit_func_output(x)
+tvm.ir.save_json(bb.get())
+"""
+
+
+def _metaschedule_problem() -> str:
+    """Why MetaSchedule cannot run with this TVM install ("" when it can).
+
+    MetaSchedule serialises every workload with ``tvm.ir.save_json`` (its JSON
+    database, and the builder's worker processes); where that crashes the whole worker
+    would die mid-tuning, so it is probed once in a subprocess first.
+    """
+    import subprocess
+    import sys
+
+    try:
+        proc = subprocess.run([sys.executable, "-c", _JSON_PROBE], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return "MetaSchedule probe (tvm.ir.save_json of a tiny module) hung for 120 s"
+    if proc.returncode == 0:
+        return ""
+    where = "tvm::ffi::ToJSONGraph" if "ToJSONGraph" in proc.stderr else "tvm.ir.save_json"
+    how = f"died by signal {-proc.returncode}" if proc.returncode < 0 else f"exited {proc.returncode}"
+    return (f"MetaSchedule cannot run with this TVM install: serialising a module (tvm.ir.save_json, which "
+            f"MetaSchedule does for every workload) {how} in {where}; check that apache-tvm and "
+            "apache-tvm-ffi are versions built for each other")
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        return sum(1 for line in path.read_text().splitlines() if line.strip())
+    except OSError:
+        return 0
 
 
 #: Pass names of TVM's pipeline wrappers, which contain other passes.
@@ -416,6 +549,8 @@ class _TvmCompiled(Compiled):
         self.pass_names: list[str] = []
         #: Relax modules kept at compile (``pre-FuseOps``, ``FuseOps``, ``relax-final``...).
         self.marks: dict[str, Any] = {}
+        #: What MetaSchedule did (``tune_trials > 0``), for ``flags["tuning"]``; None when untuned.
+        self.tuning: dict[str, Any] | None = None
 
     @property
     def device(self) -> Any:

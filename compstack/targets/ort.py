@@ -51,8 +51,9 @@ class OrtOptions(TargetOptions):
 
 
 def _session_options(ort: Any, opts: OrtOptions, level: str | None = None, threads: int = 0) -> Any:
-    """Session options; ``threads`` (``--threads``, when given) overrides ``intra_op_threads``
-    and pins the inter-op pool to 1 thread (ORT's sequential executor does not use it)."""
+    """Session options; ``threads`` (``--threads``) is used unless the target's own
+    ``intra_op_threads`` option is set (an explicit per-target option wins); with it the
+    inter-op pool is pinned to 1 thread (ORT's sequential executor does not use it)."""
     so = ort.SessionOptions()
     key = level or opts.opt_level
     if key not in _LEVELS:
@@ -60,7 +61,7 @@ def _session_options(ort: Any, opts: OrtOptions, level: str | None = None, threa
 
         raise UserError(f"--option opt_level={key}: expected one of {', '.join(_LEVELS)}")
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[key])
-    so.intra_op_num_threads = threads or opts.intra_op_threads
+    so.intra_op_num_threads = opts.intra_op_threads or threads
     if threads:
         so.inter_op_num_threads = 1
     so.log_severity_level = 3
@@ -113,7 +114,7 @@ class OrtCpuTarget(Target):
 
     def flags(self) -> dict[str, Any]:
         return {"providers": list(self.providers), "graph_optimization_level": _LEVELS[self.options.opt_level],
-                "intra_op_num_threads": self.threads or self.options.intra_op_threads}
+                "intra_op_num_threads": self.options.intra_op_threads or self.threads}
 
     def lower_impl(self, model: ir.Model) -> Lowered:
         from compstack.ops import _ort as custom_ops

@@ -374,6 +374,8 @@ def _record_tuning(outcome: JobOutcome, compiled: Any) -> None:
     tuning = getattr(compiled, "tuning", None)
     if tuning:
         outcome.flags["tuning"] = {**outcome.flags.get("tuning", {}), **tuning, "tune_s": compiled.tune_s}
+        if "records" in tuning:  # tuning that produced no records applied nothing
+            outcome.flags["tuned"] = tuning["records"] > 0
 
 
 def _check_dtypes(target: Any, arrays: dict[str, np.ndarray]) -> None:

@@ -10,7 +10,8 @@ default, untuned schedules (``flags()["tuned"]`` is False).
 With ``--option tvm-llvm:tune_trials=N`` the compile first runs the steps of TVM's
 ``static_shape_tuning`` pipeline (``relax.pipeline.static_shape_tuning_pipeline``:
 ``DecomposeOpsForInference``, ``zero_pipeline`` (legalize, fuse),
-``MetaScheduleTuneIRMod`` with ``max_trials_per_task=N``, ``MetaScheduleApplyDatabase``),
+``MetaScheduleTuneIRMod``'s ``tune_relax`` with ``max_trials_per_task=N`` and longer
+builder/runner limits, ``MetaScheduleApplyDatabase``),
 then the default pipeline as above. The MetaSchedule database (``database_workload.json``,
 ``database_tuning_record.json``) is kept under ``<cache root>/tvm-tuning/<key>/``, the key
 hashing the Relax module, the target and N; a later compile of the same module finds the
@@ -408,20 +409,19 @@ def _tune(mod: Any, tvm_target: Any, target: TvmLlvmTarget) -> tuple[Any, dict[s
     trials = target.options.tune_trials
     with tvm_target, tvm.transform.PassContext(opt_level=target.options.opt_level):
         steps = [transform.DecomposeOpsForInference(), transform.CanonicalizeBindings(), zero_pipeline()]
-        if not reuse:  # the pass reads the target when it is made
-            # trials per task; the global budget is no limit (every task gets its N trials)
-            steps.append(transform.MetaScheduleTuneIRMod(params={}, work_dir=str(folder),
-                                                          max_trials_global=trials * 100_000,
-                                                          max_trials_per_task=trials))
-        steps.append(transform.MetaScheduleApplyDatabase(str(folder)))
-        tuned = tvm.transform.Sequential(steps)(mod)
+        legal = tvm.transform.Sequential(steps)(mod)
+        if not reuse:
+            _run_metaschedule(legal, tvm_target, folder, trials)
+        tuned = transform.MetaScheduleApplyDatabase(str(folder))(legal)
     records = _count_lines(folder / "database_tuning_record.json")
     tasks = _count_lines(folder / "database_workload.json")
-    if kept and not reuse:
+    if kept and not reuse and records:
         done.write_text(json.dumps({"trials_per_task": trials, "records": records, "tasks": tasks}))
     how = "reused the records of an earlier tuning (no trials run)" if reuse else f"tuned {trials} trials per task"
+    if not records:
+        how += f"; no records: every candidate failed to build or run (logs in {folder / 'logs'})"
     return tuned, {"tuner": "MetaSchedule (MetaScheduleTuneIRMod + MetaScheduleApplyDatabase)",
-                   "trials_per_task": trials, "reused_records": reuse, "tasks": tasks, "records": records,
+                   "trials_per_task": trials, "cost_model": _cost_model(), "reused_records": reuse, "tasks": tasks, "records": records,
                    "work_dir": str(folder) if kept else "(scratch folder, not kept: --no-cache)",
                    "summary": f"MetaSchedule, {how}; {tasks} tasks, {records} records"}
 
@@ -457,9 +457,51 @@ def _metaschedule_problem() -> str:
         return ""
     where = "tvm::ffi::ToJSONGraph" if "ToJSONGraph" in proc.stderr else "tvm.ir.save_json"
     how = f"died by signal {-proc.returncode}" if proc.returncode < 0 else f"exited {proc.returncode}"
-    return (f"MetaSchedule cannot run with this TVM install: serialising a module (tvm.ir.save_json, which "
-            f"MetaSchedule does for every workload) {how} in {where}; check that apache-tvm and "
-            "apache-tvm-ffi are versions built for each other")
+    versions = _tvm_versions()
+    return (f"MetaSchedule cannot run with this TVM install ({versions}): serialising a module (tvm.ir.save_json, "
+            f"which MetaSchedule does for every workload) {how} in {where}; apache-tvm 0.27.0.post1 serialises "
+            "with apache-tvm-ffi 0.1.14.post0 (measured) but not 0.1.15.post2: pip install "
+            "'apache-tvm-ffi==0.1.14.post0'")
+
+
+def _tvm_versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for dist in ("apache-tvm", "apache-tvm-ffi"):
+        try:
+            out.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            pass
+    return ", ".join(out)
+
+
+#: Seconds one MetaSchedule candidate may take to build / to run (TVM's 30 s default
+#: expires on a loaded 2-core machine before a builder process has even imported TVM).
+TUNE_BUILD_TIMEOUT_S = 600.0
+TUNE_RUN_TIMEOUT_S = 300.0
+
+
+def _run_metaschedule(mod: Any, tvm_target: Any, folder: Path, trials: int) -> None:
+    """What ``relax.transform.MetaScheduleTuneIRMod`` does (``tune_relax`` into a JSON
+    database in ``folder``), with ``trials`` per task (the global budget no limit) and
+    builder/runner time limits that survive a loaded machine."""
+    from tvm.s_tir import meta_schedule as ms
+
+    ms.relax_integration.tune_relax(
+        mod, params={}, target=tvm_target, work_dir=str(folder), max_trials_global=trials * 100_000,
+        max_trials_per_task=trials, cost_model=_cost_model(), builder=ms.builder.LocalBuilder(timeout_sec=TUNE_BUILD_TIMEOUT_S),
+        runner=ms.runner.LocalRunner(timeout_sec=TUNE_RUN_TIMEOUT_S,
+                                     evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=1,
+                                                                                min_repeat_ms=50)))
+
+
+def _cost_model() -> str:
+    """MetaSchedule's XGBoost cost model when ``xgboost`` is installed (apache-tvm's
+    ``meta-schedule`` extra), else its random one (fine for a small trial budget)."""
+    import importlib.util
+
+    return "xgb" if importlib.util.find_spec("xgboost") is not None else "random"
 
 
 def _count_lines(path: Path) -> int:

@@ -207,6 +207,9 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         if getattr(target, "native_note", ""):
             outcome.flags["native_note"] = target.native_note
         outcome.flags["threads"] = threads
+        if threads.get("requested") and not threads.get("honoured"):
+            outcome.extra.setdefault("notes", []).append(
+                f"--threads {threads['requested']} not applied: {threads.get('note') or 'no knob'}")
         if job.kind == "dump":
             from compstack.dumping import run_dump
 

@@ -116,3 +116,11 @@ def test_profile_rows_record_threads(isolated_env: Path, n: int) -> None:
     assert row is not None, list(doc)
     assert row["flags"]["threads"]["requested"] == n
     assert row["flags"]["threads"]["observed_busy"] == 1
+
+
+def test_a_stack_without_a_knob_says_so(isolated_env: Path, mlp_onnx: Path) -> None:
+    proc = run_cli("compare", str(mlp_onnx), "--targets", "reference", "--threads", "1", "--json", "--no-latency")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    row = json.loads(proc.stdout)["results"][0]
+    assert row["flags"]["threads"]["requested"] == 1 and row["flags"]["threads"]["honoured"] is False
+    assert any("--threads 1 not applied" in n for n in row["notes"])

@@ -114,6 +114,7 @@ class InductorCpuTarget(TwoPathTarget):
     def flags(self) -> dict[str, Any]:
         """Options, path, and what ``mode`` set (``tuned``: max-autotune benchmarked candidates)."""
         out = super().flags()
+        out["tuning"] = {"tuner": "none", "note": "mode=default: no autotuning (max-autotune benchmarks candidates)"}
         if self.options.mode != "default":
             from torch._inductor import list_mode_options
 

@@ -191,7 +191,9 @@ class IreeLlvmCpuTarget(Target):
                 "import": "onnx_importer (node names as locations)" if self.options.keep_locations
                 else "iree-import-onnx",
                 "driver": self.runtime_driver(),
-                "compile_timeout_s": self.options.compile_timeout_s}
+                "compile_timeout_s": self.options.compile_timeout_s,
+                "tuning": {"tuner": "none", "note": "IREE has no auto-tuner here: llvm-cpu picks tile sizes and "
+                           "vector widths from the target CPU's features (--iree-llvmcpu-target-cpu)"}}
 
     def lower_impl(self, model: ir.Model) -> Lowered:
         from compstack.ops import _iree as custom_ops

@@ -114,7 +114,9 @@ class OrtCpuTarget(Target):
 
     def flags(self) -> dict[str, Any]:
         return {"providers": list(self.providers), "graph_optimization_level": _LEVELS[self.options.opt_level],
-                "intra_op_num_threads": self.options.intra_op_threads or self.threads}
+                "intra_op_num_threads": self.options.intra_op_threads or self.threads,
+                "tuning": {"tuner": "none", "note": "ORT does not tune: its graph optimizer fuses, then fixed "
+                           "MLAS kernels run"}}
 
     def lower_impl(self, model: ir.Model) -> Lowered:
         from compstack.ops import _ort as custom_ops

@@ -77,6 +77,13 @@ class XlaCpuTarget(TwoPathTarget):
                                 run_reason=f"no JAX {cls.jax_platform} device ({str(exc).splitlines()[0][:120]})")
         return Availability(True, versions=versions)
 
+    def flags(self) -> dict[str, Any]:
+        """Options and path; XLA:CPU is not tuned (say so)."""
+        out = super().flags()
+        out["tuning"] = {"tuner": "none", "note": "XLA:CPU does not auto-tune: fixed fusion and tiling heuristics, "
+                         "Eigen/oneDNN library calls for dot and convolution"}
+        return out
+
     @classmethod
     def apply_threads(cls, n: int) -> dict[str, Any]:
         """jaxlib 0.10's XLA:CPU sizes its intra-op pool (``tf_XLAEigen`` threads) from the

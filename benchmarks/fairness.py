@@ -53,7 +53,7 @@ def _line(model: str, label: str, threads: int, row: dict[str, Any]) -> str:
     return (f"{model:<9} {label:<20} {threads:>2}  {lat['median']:10.4f} [{ci[0]:.4f}, {ci[1]:.4f}]  "
             f"iqr/med {lat['iqr_rel']:6.1%}  busy {busy!s:>2}  cpu/wall {th.get('cpu_per_wall', float('nan')):4.2f}  "
             f"load {lat.get('load_before', float('nan')):5.2f}{'  UNSTABLE' if lat.get('unstable') else ''}"
-            f"{'  (tuned: ' + row['flags']['tuning'].get('summary', '') + ')' if row.get('flags', {}).get('tuning') else ''}")
+            f"{'  (tuned: ' + row['flags']['tuning'].get('summary', '') + ')' if row.get('flags', {}).get('tuned') else ''}")
 
 
 def _speedups(results: dict[tuple[str, str, int], dict[str, Any]], lo: int, hi: int) -> list[str]:

@@ -79,6 +79,8 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts; the first two give the speed-up")
     ap.add_argument("--tune-trials", type=int, default=4, help="MetaSchedule trials per task for tuned TVM (0: skip)")
     ap.add_argument("--min-time", type=float, default=2.0, help="seconds of timed runs per target")
+    ap.add_argument("--tune-timeout", type=float, default=3600.0,
+                    help="--timeout of the tuned TVM job, s (tuning runs inside it; 900 s is too short on 2 cores)")
     ap.add_argument("--cache-dir", help="compstack cache to use (default: a fresh temporary one)")
     args = ap.parse_args()
     counts = [int(t) for t in args.threads.split(",")]
@@ -97,8 +99,8 @@ def main() -> None:
                     print(_line(model, row["target"], n, row), flush=True)
                 if args.tune_trials > 0 and "tvm-llvm" in args.targets.split(","):
                     label = f"tvm-llvm tuned({args.tune_trials})"
-                    for row in _compare(model, "tvm-llvm", n, ["--option", f"tvm-llvm:tune_trials={args.tune_trials}"],
-                                        env, args.min_time):
+                    extra = ["--option", f"tvm-llvm:tune_trials={args.tune_trials}", "--timeout", str(args.tune_timeout)]
+                    for row in _compare(model, "tvm-llvm", n, extra, env, args.min_time):
                         results[(model, label, n)] = row
                         print(_line(model, label, n, row), flush=True)
         if len(counts) >= 2:

@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from compstack.targets.relax import _metaschedule_problem
+from compstack.targets._tuning_tvm import metaschedule_problem
 from conftest import run_cli
 from test_threads import _gemm_model
 
@@ -23,7 +23,7 @@ def test_tvm_tuning_is_kept_and_reused_or_refused_with_the_reason(isolated_env: 
             "--min-time", "0.2", "--threads", "1")
     first = _row(run_cli(*args), "tvm-llvm")
     assert first["flags"]["tuned"] is True and first["flags"]["tuning"]["trials_per_task"] == 2
-    problem = _metaschedule_problem()
+    problem = metaschedule_problem()
     if problem:  # this TVM install cannot serialise modules: the row says so, nothing crashes
         assert first["status"] == "unsupported"
         assert "MetaSchedule cannot run" in first["error"] and "save_json" in first["error"]

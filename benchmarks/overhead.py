@@ -5,7 +5,11 @@ worker process, prepared call, the latency protocol) divided by the median of a 
 written against the stack's own API only (``InferenceSession.run``, a Relax
 ``VirtualMachine`` call, an ``iree.runtime`` function call) over the *same* compiled
 artifact (read from compstack's cache) and the same input set 0, with the same warm-up
-and run count. Each side runs in ``--repeats`` separate processes and the median of
+and run count. XLA and Inductor have no cached artifact: their bare loops rebuild the
+program the row ran (XLA: compstack's JAX translation of the model under a plain
+``jax.jit``; Inductor: the zoo's ``nn.Module`` under ``torch.compile``) and time
+``block_until_ready`` / the module call. Both sides run at each stack's default thread
+count (``--threads 0``). Each side runs in ``--repeats`` separate processes and the median of
 their medians is compared; the best-process ratio (fastest process of each side) is
 printed too, since a runtime's per-process mode is not the harness's doing. Goal: <= 1.03.
 
@@ -32,7 +36,7 @@ from pathlib import Path
 BARE = r'''
 import json, sys, time, statistics
 import numpy as np
-target, folder, inputs_path, names_json, warmup, runs, min_time = sys.argv[1:8]
+target, folder, inputs_path, names_json, warmup, runs, min_time, spec = sys.argv[1:9]
 names = json.loads(names_json)
 feeds = dict(np.load(inputs_path))
 arrays = [feeds[n] for n in names]
@@ -61,6 +65,34 @@ elif target == "iree-llvm-cpu":
     fn = mod[fname]
     args = [rt.asdevicearray(config.device, np.ascontiguousarray(a)) for a in arrays]
     call = lambda: fn(*args)
+elif target == "xla-cpu":
+    # the translated path's program (zoo models are PyTorch): compstack's JAX translation,
+    # then a bare jax.jit loop, as an XLA user would time it
+    import jax
+    import onnx_ir as ir
+    from compstack.targets._twopath import canonical_for_translation
+    from compstack.translate.jax import to_jax
+    with jax.enable_x64(True):
+        prog = to_jax(canonical_for_translation(ir.load(folder)))
+        dev = jax.devices("cpu")[0]
+        params = {k: jax.device_put(v, dev) for k, v in prog.params.items()}
+        args = [jax.device_put(a, dev) for a in arrays]
+        fn = jax.jit(prog.fn)
+        jax.block_until_ready(fn(params, *args))
+    def call():
+        with jax.enable_x64(True):
+            jax.block_until_ready(fn(params, *args))
+elif target == "inductor-cpu":
+    # the native path: the zoo's nn.Module under torch.compile(backend="inductor")
+    import torch
+    from compstack.native import load_native
+    native = load_native(spec, names)
+    module = native.fn.eval()
+    a, kw = native.pack([torch.from_numpy(np.array(x)) for x in arrays])
+    m = torch.compile(module, backend="inductor", fullgraph=True, dynamic=False)
+    def call():
+        with torch.no_grad():
+            m(*a, **kw)
 else:
     raise SystemExit(f"no bare loop for {target}")
 for _ in range(int(warmup)):
@@ -89,7 +121,8 @@ def overhead(model: str, target: str, work: Path, env: dict[str, str], min_time:
     bare: list[float] = []
     runs = 0
     for _ in range(repeats):
-        proc = _cli("compare", model, "--targets", target, "--json", "--save-inputs", str(inputs),
+        # --threads 0: every stack at its own default thread count, as the bare loop runs it
+        proc = _cli("compare", model, "--targets", target, "--json", "--save-inputs", str(inputs), "--threads", "0",
                     "--min-runs", "200", "--min-time", str(min_time), "--warmup", "20", env=env)
         if proc.returncode != 0:
             return f"{model:<10} {target:<14} compstack failed: {proc.stderr.strip()[-200:]}"
@@ -100,9 +133,12 @@ def overhead(model: str, target: str, work: Path, env: dict[str, str], min_time:
         ours.append(row["latency_ms"]["median"])
         runs = row["latency_ms"]["runs"]
         folder = _cache_folder(Path(env["COMPSTACK_CACHE_DIR"]), target, data["model"]["fingerprint"])
+        if target in _NO_ARTIFACT and row["flags"].get("path") != _NO_ARTIFACT[target]:
+            return f"{model:<10} {target:<14} ran the {row['flags'].get('path')} path; the bare loop is " \
+                   f"the {_NO_ARTIFACT[target]} one"
         names = list(data["inputs"]["arrays"])
         b = subprocess.run([sys.executable, "-c", BARE, target, str(folder), str(inputs), json.dumps(names),
-                            "20", str(runs), str(min_time)], capture_output=True, text=True, env=env)
+                            "20", str(runs), str(min_time), model], capture_output=True, text=True, env=env)
         if b.returncode != 0:
             return f"{model:<10} {target:<14} bare loop failed: {b.stderr.strip()[-300:]}"
         bare.append(json.loads(b.stdout)["median_ms"])
@@ -116,7 +152,16 @@ def _ms(values: list[float]) -> str:
     return ", ".join(f"{v:.4f}" for v in values)
 
 
+#: Targets without a compstack artifact (they compile every run), and the path their bare
+#: loop rebuilds: XLA the translated program (from the canonical model file), Inductor
+#: the zoo's native PyTorch module.
+_NO_ARTIFACT = {"xla-cpu": "translated", "inductor-cpu": "native"}
+
+
 def _cache_folder(cache: Path, target: str, fingerprint: str) -> Path:
+    """The artifact folder of ``target`` (for XLA and Inductor: the canonical model file)."""
+    if target in _NO_ARTIFACT:
+        return cache / "models" / f"{fingerprint}.onnx"
     for meta in (cache / "artifacts" / target).glob("*/meta.json"):
         if json.loads(meta.read_text()).get("fingerprint") == fingerprint:
             return meta.parent
@@ -139,7 +184,7 @@ def cold_warm(model: str, targets: str, env: dict[str, str]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="zoo:mlp,zoo:cnn")
-    ap.add_argument("--targets", default="ort-cpu,tvm-llvm,iree-llvm-cpu")
+    ap.add_argument("--targets", default="ort-cpu,tvm-llvm,iree-llvm-cpu,xla-cpu,inductor-cpu")
     ap.add_argument("--min-time", type=float, default=2.0, help="seconds of timed runs per side")
     ap.add_argument("--repeats", type=int, default=3, help="processes per side; the median is used")
     ap.add_argument("--cold-warm-model", default="zoo:bert")

@@ -110,6 +110,19 @@ def _common_model_options(f: Any) -> Any:
     return f
 
 
+#: ``--threads`` of compare/run/profile (its default is computed when used, not at import).
+_THREADS_HELP = ("Threads every stack gets, each by its own knob (ORT intra-op threads, TVM_NUM_THREADS, IREE "
+                 "task topology, XLA's CPU affinity, torch.set_num_threads; OMP/MKL env too); 0 leaves each "
+                 "stack at its own default. Requested and observed busy threads go into every row's flags. "
+                 "[default: this machine's physical cores, as ONNX Runtime picks; the other stacks would "
+                 "each pick differently]")
+
+
+def _threads_option(f: Any) -> Any:
+    return click.option("--threads", type=click.IntRange(min=0, max=4096), default=None, metavar="N",
+                        help=_THREADS_HELP)(f)
+
+
 def _run_options(f: Any) -> Any:
     opts = [
         click.option("--json", "as_json", is_flag=True, help="Print the run as JSON on stdout, nothing else."),
@@ -136,7 +149,7 @@ def _run_options(f: Any) -> Any:
     ]
     for opt in reversed(opts):
         f = opt(f)
-    return f
+    return _threads_option(f)
 
 
 def _parse_target_options(items: Sequence[str]) -> dict[str, dict[str, str]]:
@@ -189,6 +202,7 @@ def _compare_options(targets: list[str], kw: dict[str, Any]) -> Any:
         rtol=kw["rtol"], atol=kw["atol"], latency=latency,
         limits=Limits(timeout_s=kw["timeout"], memory_mb=_memory_limit(kw["memory_limit"])),
         cache=not kw["no_cache"], reference=kw["reference"], target_options=topts, opset=kw["opset"],
+        threads=kw["threads"],
     )
 
 
@@ -978,6 +992,7 @@ def fusion(model: str, targets_spec: str, missed: bool, by_node: bool, **kw: Any
 @click.option("--refresh-peak", is_flag=True, help="Measure this machine's roofline peaks again (else cached).")
 @click.option("--trace", "trace", type=click.Path(dir_okay=False),
               help="Write a Chrome trace-event JSON (ui.perfetto.dev): per target one median run, kernels as slices.")
+@_threads_option
 @_kernel_job_options
 def profile(model: str, target: str | None, targets_spec: str | None, by_node: bool, explorer_dir: str | None,
             **kw: Any) -> None:

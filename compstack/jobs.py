@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 import time
 import traceback
@@ -60,6 +61,8 @@ class Job:
         canonical_path: the canonical common IR file when ``model_path`` is another form
             (the user's model as written, or upgraded with ``--opset``): translated
             XLA/Inductor paths fall back to it when their converters need it.
+        threads: threads every stack is asked for (``--threads``; 0: each stack's own
+            default); see :mod:`compstack.threads`.
     """
 
     model_path: str
@@ -81,6 +84,7 @@ class Job:
     source_framework: str = ""
     op_origins: list[str] = field(default_factory=list)
     canonical_path: str = ""
+    threads: int = 0
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
@@ -189,6 +193,7 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
     try:
         stage("import")
         cls = load_target_class(job.target_ref)
+        threads = _apply_threads(cls, job.threads)
         avail = cls.availability()
         outcome.versions = dict(avail.versions)
         if not avail.ok:
@@ -197,6 +202,8 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         if not avail.runs:
             outcome.extra["run_reason"] = avail.run_reason
         target = cls(cls.Options.from_strings(job.options, owner=job.target))
+        target.threads = max(job.threads, 0)
+        target.cache_root = Path(job.cache_dir) if job.cache_dir else None
         outcome.flags = target.flags()
         import onnx_ir as ir
 
@@ -212,6 +219,10 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         outcome.flags = target.flags()
         if getattr(target, "native_note", ""):
             outcome.flags["native_note"] = target.native_note
+        outcome.flags["threads"] = threads
+        if threads.get("requested") and not threads.get("honoured"):
+            outcome.extra.setdefault("notes", []).append(
+                f"--threads {threads['requested']} not applied: {threads.get('note') or 'no knob'}")
         if job.kind == "dump":
             from compstack.dumping import run_dump
 
@@ -293,6 +304,57 @@ def _external_bytes(model: Any) -> int:
                if isinstance(v.const_value, ir.ExternalTensor))
 
 
+def _apply_threads(cls: type, n: int) -> dict[str, Any]:
+    """The stack's thread knob for ``n`` threads (see :meth:`compstack.target.Target.apply_threads`),
+    as the row's ``flags["threads"]``; ``n == 0`` leaves every stack at its own default."""
+    if n <= 0:
+        return {"requested": None, "knob": "the stack's own default (no --threads)"}
+    try:
+        info = dict(cls.apply_threads(n))
+    except ImportError as exc:  # the stack is missing: availability() says so next
+        info = {"knob": "none", "honoured": False, "note": f"not applied: {exc}"}
+    return {"requested": n, **info}
+
+
+def record_thread_use(outcome: JobOutcome, latency: dict[str, Any] | None) -> None:
+    """Put the threads observed during the timed loop beside the requested ones in
+    ``outcome.flags["threads"]`` (``observed_busy``, ``cpu_per_wall``...), and a note when
+    they do not fit the request: more busy threads than asked for (for a stack whose
+    knob says ``caller_waits``, not counting the thread that submits and waits), or
+    more CPU per wall second than the threads could use."""
+    use = (latency or {}).get("threads")
+    info = outcome.flags.setdefault("threads", {"requested": None})
+    if not use:
+        info["observed_busy"] = None
+        return
+    info.update(observed_busy=use["busy"], busy_besides_caller=use["busy_besides_caller"],
+                cpu_per_wall=round(use["cpu_per_wall"], 3), caller_cpu_per_wall=round(use["caller_cpu_per_wall"], 3),
+                alive=use["alive"])
+    n = info.get("requested")
+    if not n:
+        return
+    waits = bool(info.get("caller_waits"))
+    busy = use["busy_besides_caller"] if waits else use["busy"]
+    if hasattr(os, "sched_getaffinity"):
+        info["cpus_allowed"] = len(os.sched_getaffinity(0))
+    # clock-tick granularity (10 ms) over a >= 0.5 s loop: allow 10 % + 0.05 CPU
+    cpu_ok = use["cpu_per_wall"] <= (n + waits) * 1.1 + 0.05
+    if info.get("bound") == "cpus":  # the knob caps CPUs (affinity), not threads: XLA
+        busy = min(busy, info.get("cpus_allowed", busy))
+        fits = cpu_ok and info.get("cpus_allowed", n) <= n
+    else:
+        fits = busy <= n and cpu_ok
+    info["consistent"] = fits
+    if not fits:
+        outcome.extra.setdefault("notes", []).append(
+            f"asked for {n} thread(s) but {busy} computed during the timed loop ({use['cpu_per_wall']:.2f} CPU s "
+            f"per wall s): the stack did not obey {info.get('knob')}")
+    elif waits and use["caller_cpu_per_wall"] >= 0.05:
+        outcome.extra.setdefault("notes", []).append(
+            f"besides its {n} worker thread(s), the calling thread used {use['caller_cpu_per_wall']:.2f} CPU s per "
+            "wall s submitting and waiting")
+
+
 def _attach_source(job: Job, target: Any, model: Any) -> None:
     """Give the target the example inputs (input set 0), when it compiles the source's
     framework natively the rebuilt framework program, and, when the job's model is not
@@ -372,6 +434,7 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
             outcome.extra["failed_stage"] = "compile"
             raise
         outcome.compile_s = compiled.compile_s
+        _record_tuning(outcome, compiled)
         if job.stages_dir:
             _write_all(lowered, Path(job.stages_dir), outcome, compiled)
         if cache is not None:
@@ -397,11 +460,22 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
         try:
             calls = [compiled.prepare(s) for s in inputs]
             outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()
+            record_thread_use(outcome, outcome.latency)
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001 - the stack failed while timing: the outputs above still count
             outcome.extra["latency_error"] = _first_line(exc)
             outcome.log = traceback.format_exc()
+
+
+def _record_tuning(outcome: JobOutcome, compiled: Any) -> None:
+    """Auto-tuning done inside the compile (``Compiled.tuning``): its time apart from
+    the compile time, in ``flags["tuning"]``."""
+    tuning = getattr(compiled, "tuning", None)
+    if tuning:
+        outcome.flags["tuning"] = {**outcome.flags.get("tuning", {}), **tuning, "tune_s": compiled.tune_s}
+        if "records" in tuning:  # tuning that produced no records applied nothing
+            outcome.flags["tuned"] = tuning["records"] > 0
 
 
 def _check_dtypes(target: Any, arrays: dict[str, np.ndarray]) -> None:
@@ -435,6 +509,8 @@ def _from_cache(cache: Any, target: Any, key: str, model: Any, outcome: JobOutco
     outcome.cached = True
     outcome.compile_s = entry.meta.get("compile_s")
     outcome.lower_s = entry.meta.get("lower_s")
+    if entry.meta.get("tuning"):
+        outcome.flags["tuning"] = {**entry.meta["tuning"], "from_cache": True}
     return compiled
 
 
@@ -450,7 +526,9 @@ def _to_cache(cache: Any, target: Any, key: str, compiled: Any, job: Job, outcom
         files = compiled.save(staging)
         cache.publish(staging, target.name, key, files,
                       {"target": target.name, "fingerprint": job.fingerprint, "compile_s": compiled.compile_s,
-                       "flags": target.flags()})
+                       "flags": target.flags(),
+                       "tuning": {**getattr(compiled, "tuning", {}), "tune_s": compiled.tune_s}
+                       if getattr(compiled, "tuning", None) else None})
     except OSError as exc:
         import shutil
 

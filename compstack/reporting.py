@@ -83,7 +83,8 @@ def print_report(report: Report, console: Console | None = None) -> None:
                   f"fingerprint {m['fingerprint']}; reference: {ref_text}", highlight=False)
     table = Table()
     for col, just in (("target", "left"), ("status", "left"), ("compile s", "right"),
-                      ("median ms", "right"), ("p10 ms", "right"), ("p90 ms", "right"), ("cv", "right"),
+                      ("median ms", "right"), ("95% CI ms", "right"), ("p10 ms", "right"), ("p90 ms", "right"),
+                      ("cv", "right"), ("iqr/med", "right"), ("threads", "right"),
                       ("max abs err", "right"), ("max rel err", "right")):
         table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     footnotes: list[str] = []
@@ -107,11 +108,17 @@ def print_report(report: Report, console: Console | None = None) -> None:
         form = _form_word(r.flags)
         words = ", ".join(w for w in (path, form) if w)
         label = f"{r.target} [dim]{escape(words)}[/]" if words else r.target
+        if r.flags.get("tuned"):
+            notes.append(f"tuned: {r.flags.get('tuning', {}).get('summary', 'auto-tuned schedules')}")
         table.add_row(label, f"[{_STYLE.get(r.status, '')}]{r.status}[/]",
-                      _fmt(r.compile_s, ".2f"), _fmt(lat.get("median"), ".4g"), _fmt(lat.get("p10"), ".4g"),
+                      _fmt(r.compile_s, ".2f"), _fmt(lat.get("median"), ".4g"), _ci(lat), _fmt(lat.get("p10"), ".4g"),
                       _fmt(lat.get("p90"), ".4g"), _fmt(lat["cv"] * 100, ".1f") + "%" if lat else "-",
-                      _fmt(abs_err, ".2e"), _fmt(rel_err, ".2e"))
+                      _fmt(lat["iqr_rel"] * 100, ".1f") + "%" if lat.get("iqr_rel") is not None else "-",
+                      _threads(r.flags.get("threads")), _fmt(abs_err, ".2e"), _fmt(rel_err, ".2e"))
     console.print(table)
+    for pair in report.latency_comparison()["pairs"]:
+        verdict = {True: "significant", False: "not significant (95 % CIs overlap)", None: "no CI"}[pair["significant"]]
+        footnotes.append(f"{pair['faster']} faster than {pair['slower']}: x{pair['ratio']:.2f}, {verdict}")
     for note in footnotes:
         console.print("  " + note, highlight=False, soft_wrap=True)
     for warning in report.warnings:
@@ -128,6 +135,20 @@ def _form_word(flags: dict[str, Any]) -> str:
     if form == "as-written":
         return f"as written (opset {flags.get('model_opset')})"
     return str(form)
+
+
+def _ci(lat: dict[str, Any]) -> str:
+    ci = lat.get("ci95")
+    return f"{ci[0]:.4g}-{ci[1]:.4g}" if ci else "-"
+
+
+def _threads(info: dict[str, Any] | None) -> str:
+    """``requested/observed`` busy threads (``-`` for the stack default or unobserved)."""
+    if not info:
+        return "-"
+    req = info.get("requested") or "dflt"
+    seen = info.get("busy_besides_caller") if info.get("caller_waits") else info.get("observed_busy")
+    return f"{req}/{'-' if seen is None else seen}"
 
 
 def print_outputs(report: Report, console: Console | None = None) -> None:

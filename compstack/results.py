@@ -104,7 +104,20 @@ class Report:
             "inputs": self.inputs,
             "results": [r.to_dict() for r in self.results],
             "warnings": list(self.warnings),
+            "latency_comparison": self.latency_comparison(),
         }
+
+    def latency_comparison(self) -> dict[str, Any]:
+        """Pairs of timed targets: median ratio and significance (see
+        :func:`compstack.latency.compare_latencies`)."""
+        from compstack.latency import compare_latencies
+
+        return {"method": "95 % moving-block bootstrap CIs of the medians; significant = the CIs do not overlap",
+                "interleaved": False,
+                "interleaving_note": "targets are timed one after the other, each in its own worker process "
+                                     "(one stack per process: isolation), so repetitions are not interleaved; "
+                                     "load changes between targets show in each row's load_before/load_after",
+                "pairs": compare_latencies([(r.target, r.latency_ms) for r in self.results])}
 
 
 _SCHEMA = """

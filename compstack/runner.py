@@ -109,6 +109,9 @@ def run_isolated(job: Job, limits: Limits = Limits(), poll_s: float = 0.05) -> J
         stale.unlink(missing_ok=True)
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    from compstack.threads import thread_env
+
+    env.update(thread_env(job.threads))  # read once by OpenMP/BLAS/TVM runtimes at start-up
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(python_module_argv("compstack.jobs", str(job_file)),
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -65,6 +65,8 @@ class CompareOptions:
         isolate: run jobs in worker processes (default); False runs them inline.
         opset: upgrade the model the stacks get to this ai.onnx opset (``--opset``);
             None gives them the model as written (see :func:`stack_model_file`).
+        threads: threads every stack is asked for (None: :func:`compstack.threads.default_threads`,
+            the physical cores; 0: each stack's own default); see :mod:`compstack.threads`.
     """
 
     targets: list[str]
@@ -81,6 +83,7 @@ class CompareOptions:
     target_options: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     isolate: bool = True
     opset: int | None = None
+    threads: int | None = None
 
 
 def model_file(source: cir.SourceModel, cache_dir: Path) -> Path:
@@ -302,10 +305,13 @@ def compare(
     try:
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
+        from compstack.threads import default_threads
+
         common = dict(model_path=str(stack.path), fingerprint=stack.fingerprint, inputs_path=str(inputs_path),
                       canonical_path=str(canonical) if canonical != stack.path else "",
                       cache_dir=str(settings.cache_dir) if options.cache else None, source=source.spec,
-                      source_framework=source.framework, op_origins=origins_for(source.model))
+                      source_framework=source.framework, op_origins=origins_for(source.model),
+                      threads=default_threads() if options.threads is None else options.threads)
 
         def run(name: str, opts: Mapping[str, str], latency: bool) -> JobOutcome:
             job = Job(target=name, target_ref=_ref_of(name), workdir=str(work / name), options=dict(opts),
@@ -441,6 +447,13 @@ def _to_result(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expect
     if lat and lat.get("noisy"):
         result.notes.append(f"latency CV {lat['cv']:.1%} > 2.5 %: noisy measurement (std/mean; p10-p90 shows "
                             "the spread without outliers)")
+    if lat and lat.get("unstable"):
+        result.notes.append(f"latency IQR/median {lat['iqr_rel']:.1%} > 5 %: unstable measurement (robust spread; "
+                            "not one outlier)")
+    if lat and lat.get("busy"):
+        result.notes.append(f"machine busy: load average {lat['load_before']:.2f} before / "
+                            f"{lat['load_after']:.2f} after the timed loop on {lat['cpus']} CPUs; "
+                            "latency includes waiting for a CPU")
     if lat and options.latency and lat.get("runs", 0) < options.latency.min_runs:
         result.notes.append(f"latency from {lat['runs']} runs only: the {options.latency.max_time_s:g} s cap "
                             f"came before --min-runs {options.latency.min_runs}")

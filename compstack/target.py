@@ -222,9 +222,31 @@ class Target:
         #: Input set 0 by input name (numpy), when the job has one: stacks that trace
         #: with real tensors (Inductor) use it; None otherwise.
         self.example_inputs: dict[str, np.ndarray] | None = None
+        #: compstack's cache root for records a stack keeps between runs (TVM tuning
+        #: logs); None with ``--no-cache`` (then such records live in a scratch folder).
+        self.cache_root: Path | None = None
         self.options = options if options is not None else self.Options()
         if not isinstance(self.options, self.Options):
             raise TypeError(f"{self.name}: options must be {self.Options.__name__}")
+
+    #: Threads this job asked the stack for (0: the stack's own default); set by the job
+    #: after :meth:`apply_threads` (stacks whose knob is per session, ORT, read it).
+    threads: int = 0
+
+    @classmethod
+    def apply_threads(cls, n: int) -> dict[str, Any]:
+        """Make this process's stack use ``n`` threads (``n >= 1``), by the stack's own knob.
+
+        Called in the worker before the stack is imported or initialised (before
+        :meth:`availability`); the environment of :func:`compstack.threads.thread_env`
+        is already set. The default knows no knob.
+
+        Returns:
+            ``{"knob": what was set, "honoured": whether the stack is known to obey it,
+            "note": why not / caveats}`` for the row's ``flags["threads"]``.
+        """
+        return {"knob": "none", "honoured": False,
+                "note": f"{cls.name}: no thread-count knob known; the stack ran with its own default"}
 
     # ---- what every target says -------------------------------------------------
     @classmethod
@@ -315,7 +337,7 @@ class Lowered:
         """Generate code. Raises whatever the stack raises (a ``compile`` failure)."""
         t0 = time.perf_counter()
         compiled = self.compile_impl()
-        compiled.compile_s = time.perf_counter() - t0
+        compiled.compile_s = time.perf_counter() - t0 - compiled.tune_s
         return compiled
 
     def compile_impl(self) -> "Compiled":
@@ -387,7 +409,9 @@ class Compiled:
     Subclasses implement :meth:`run_impl`, :meth:`prepare_impl` and :meth:`save_impl`.
 
     Attributes:
-        compile_s: wall time of the compile, in seconds (0 when loaded from cache).
+        compile_s: wall time of the compile, in seconds (0 when loaded from cache), without
+            auto-tuning.
+        tune_s: wall time of auto-tuning inside the compile, in seconds (0: none ran).
         stages: text stages only known after compilation (e.g. generated code).
     """
 
@@ -398,6 +422,7 @@ class Compiled:
         self.target = target
         self.model = model
         self.compile_s = 0.0
+        self.tune_s = 0.0
         self.stages: dict[str, str | Callable[[], str]] = {}
         self.input_names = [v.name for v in model.graph.inputs if not v.is_initializer()]
         self.output_names = [v.name for v in model.graph.outputs]

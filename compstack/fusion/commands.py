@@ -27,7 +27,7 @@ def _collect(source: Any, targets: list[str], profile: bool, kw: dict[str, Any],
                              latency=LatencyConfig(warmup=kw.get("warmup", 3), min_runs=kw.get("min_runs", 20),
                                                    min_time_s=kw.get("min_time", 1.0)),
                              limits=Limits(timeout_s=kw["timeout"], memory_mb=kw["memory_limit"]),
-                             target_options=kw["target_options"])
+                             target_options=kw["target_options"], threads=kw.get("threads"))
     with Progress(enabled=not quiet) as progress:
         import time
 

@@ -173,7 +173,7 @@ def print_profile(row: Any, peak: Peak | None, console: Console | None = None) -
                       _ms(kt.median), _ms(kt.p10), _ms(kt.p90), "-" if kt.cv is None else f"{kt.cv:.0%}",
                       f"{kt.median / total:.1%}",
                       _num(r.get("gflops")), _num(r.get("gbs")), r.get("bound") or "-",
-                      "-" if r.get("fraction") is None else f"{r['fraction']:.1%}", escape(nodes))
+                      _of_roof(r), escape(nodes))
     console.print(table)
     e2e = prof.end_to_end
     ratio = prof.sum_over_e2e
@@ -201,13 +201,25 @@ def print_profile(row: Any, peak: Peak | None, console: Console | None = None) -
         console.print("  not kernels (runtime calls): " + ", ".join(f"{escape(n)} {v:.4f} ms" for n, v in top),
                       highlight=False, soft_wrap=True)
     if peak is not None and not row.flags.get("imported") and not problems:
-        console.print(f"  roofline: peak {peak.gflops:.1f} GFLOP/s (float32 GEMM), {peak.gbs:.1f} GB/s (copy), "
-                      f"ridge {peak.ridge:.1f} FLOP/byte; GB/s from compulsory bytes (a lower bound); above 100 % "
-                      "of roof: the kernel's data stayed in cache (the copy roof is memory bandwidth) or the peak "
-                      "was measured under load (`compstack profile --refresh-peak`)",
-                      highlight=False, soft_wrap=True)
+        best = peak.method.get("best", {}) if peak.method else {}
+        console.print(f"  roofline: peak {peak.gflops:.1f} GFLOP/s (float32 GEMM, {best.get('gemm', 'numpy')}), "
+                      f"{peak.gbs:.1f} GB/s (copy, {best.get('copy', 'numpy')}), ridge {peak.ridge:.1f} FLOP/byte; "
+                      "GB/s from compulsory bytes (a lower bound)", highlight=False, soft_wrap=True)
+        for kid, r in roof.items():
+            if r.get("above_peak"):
+                console.print(f"  {escape(_disp(kid, 48))}: {'measurement error: ' if r['above_peak'] == 'measurement-error' else ''}"
+                              f"{escape(r['explanation'])}", highlight=False, soft_wrap=True)
     for n in prof.notes:
         console.print(f"  {escape(n)}", highlight=False)
+
+
+def _of_roof(r: dict[str, Any]) -> str:
+    """The share of the roof, or why there is none (never above 100 %)."""
+    if r.get("above_peak") == "measurement-error":
+        return "[red]above peak![/]"
+    if r.get("above_peak") == "from-cache":
+        return "cache"
+    return "-" if r.get("fraction") is None else f"{r['fraction']:.1%}"
 
 
 def _num(x: float | None) -> str:

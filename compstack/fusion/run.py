@@ -34,6 +34,8 @@ class KernelsOptions:
         seed: seed of generated inputs (the model's own example inputs win).
         target_options: ``{target: {option: value}}``.
         isolate: run jobs in worker processes (False: inline, for debugging).
+        threads: threads per stack (None: :func:`compstack.threads.default_threads`;
+            0: each stack's own default).
     """
 
     targets: list[str]
@@ -43,6 +45,7 @@ class KernelsOptions:
     seed: int = 0
     target_options: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     isolate: bool = True
+    threads: int | None = None
 
 
 @dataclass
@@ -117,6 +120,9 @@ def collect(source: cir.SourceModel, options: KernelsOptions, settings: Settings
                           source.val_ranges, {})
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
+        from compstack.threads import default_threads
+
+        threads = default_threads() if options.threads is None else options.threads
         for name in options.targets:
             if on_start:
                 on_start(name)
@@ -124,8 +130,8 @@ def collect(source: cir.SourceModel, options: KernelsOptions, settings: Settings
                       target_ref=_ref_of(name), inputs_path=str(inputs_path), workdir=str(work / name),
                       options=dict(options.target_options.get(name, {})), cache_dir=str(settings.cache_dir),
                       latency=vars(options.latency), kind="profile" if options.profile else "kernels",
-                      source=source.spec, source_framework=source.framework,
-                  op_origins=origins_for(source.model))
+                      source=source.spec, source_framework=source.framework, threads=threads,
+                      op_origins=origins_for(source.model))
             outcome = run_isolated(job, options.limits) if options.isolate else run_inline(job)
             row = _row(outcome)
             rows.append(row)

@@ -45,5 +45,9 @@ def run_kernels_job(job: Any, target: Any, model: Any, outcome: Any, stage: Call
     stage("profile")
     prof = compiled.profile(inputs, LatencyConfig(**(job.latency or {})), kmap)
     outcome.extra["profile"] = prof.to_json() if prof is not None else None
+    if prof is not None:
+        from compstack.jobs import record_thread_use
+
+        record_thread_use(outcome, prof.end_to_end)
     if prof is None:
         outcome.extra["profile_note"] = f"{target.name}: per-kernel profiling not available for this target"

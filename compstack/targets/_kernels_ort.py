@@ -203,7 +203,7 @@ def profile(compiled: Any, inputs: list[list[np.ndarray]], warmup: int, runs: in
     from compstack.targets.ort import _session_options
 
     with tempfile.TemporaryDirectory(prefix="compstack-ortprof-") as tmp:
-        so = _session_options(ort, compiled.target.options, level="disable")
+        so = _session_options(ort, compiled.target.options, level="disable", threads=compiled.target.threads)
         so.enable_profiling = True
         so.profile_file_prefix = str(Path(tmp) / "ort")
         sess = ort.InferenceSession(compiled.optimized, so, providers=list(compiled.target.providers))

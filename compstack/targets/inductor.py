@@ -56,10 +56,23 @@ class InductorOptions(PathOptions):
         path: see :class:`~compstack.targets._twopath.PathOptions`.
         freezing: ``torch._inductor.config.freezing``: treat weights as constants
             (folds BatchNorm into Conv, uses oneDNN/MKL prepacked kernels on CPU).
+        mode: ``torch.compile``'s mode: ``default``, or ``max-autotune`` /
+            ``max-autotune-no-cudagraphs`` (Inductor benchmarks candidate GEMM/conv
+            templates, C++ ones on CPU, and tunes launch parameters; the options it sets
+            are ``torch._inductor.list_mode_options(mode)``, recorded in the flags).
     """
 
     freezing: bool = False
+    mode: str = "default"
 
+    def validate(self) -> str:
+        if self.mode not in _MODES:
+            return f"mode={self.mode}: expected one of {', '.join(_MODES)}"
+        return super().validate()
+
+
+#: ``torch.compile`` modes of ``--option inductor-cpu:mode=...`` ("reduce-overhead" is CUDA graphs only).
+_MODES = ("default", "max-autotune", "max-autotune-no-cudagraphs")
 
 #: torch dtypes by numpy name; uint16/32/64 have little operator support in torch.
 _SKIP = {"uint16", "uint32", "uint64"}
@@ -98,6 +111,37 @@ class InductorCpuTarget(TwoPathTarget):
         except importlib.metadata.PackageNotFoundError:
             pass
         return Availability(True, versions=versions)
+
+    def flags(self) -> dict[str, Any]:
+        """Options, path, and what ``mode`` set (``tuned``: max-autotune benchmarked candidates)."""
+        out = super().flags()
+        out["tuning"] = {"tuner": "none", "note": "mode=default: no autotuning (max-autotune benchmarks candidates)"}
+        if self.options.mode != "default":
+            from torch._inductor import list_mode_options
+
+            out["tuned"] = True
+            out["tuning"] = {"tuner": f"Inductor mode={self.options.mode}",
+                             "inductor_config": list_mode_options(self.options.mode),
+                             "summary": f"Inductor {self.options.mode}: candidate kernels benchmarked at compile "
+                                        "(the time is inside compile s)"}
+        return out
+
+    @classmethod
+    def apply_threads(cls, n: int) -> dict[str, Any]:
+        """``torch.set_num_threads(n)`` before compiling, and Inductor's
+        ``config.cpp.threads = n`` (the ``#pragma omp parallel num_threads`` of the
+        generated C++ kernels is fixed at compile time from it, and it is part of
+        Inductor's cache key, so a cached compile for another count is not reused)."""
+        import torch
+        import torch._inductor.config as inductor_config
+
+        torch.set_num_threads(n)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:  # only settable before the first inter-op work
+            pass
+        inductor_config.cpp.threads = n
+        return {"knob": f"torch.set_num_threads({n}), torch._inductor.config.cpp.threads={n}", "honoured": True}
 
     def lower_impl(self, model: ir.Model) -> InductorLowered:
         import torch
@@ -232,7 +276,7 @@ class _Capture:
 
         return run
 
-    def compile(self, record: bool, freezing: bool) -> tuple[list[str], list[str]]:
+    def compile(self, record: bool, freezing: bool, mode: str = "default") -> tuple[list[str], list[str]]:
         """Run Inductor on the captured graph; returns (post-grad graphs, output code).
         Without a graph (a program with no tensor computation) there is nothing to do."""
         if self.graph is None:
@@ -253,7 +297,10 @@ class _Capture:
             def uuid(self) -> Any:
                 return "compstack-record-post-grad-1"  # a fixed uuid keeps the FX graph cache usable
 
-        patches = {"post_grad_custom_post_pass": RecordPostGrad(), "freezing": freezing}
+        from torch._inductor import list_mode_options
+
+        patches = {"post_grad_custom_post_pass": RecordPostGrad(), "freezing": freezing,
+                   **(list_mode_options(mode) if mode != "default" else {})}
         if record:
             patches["force_disable_caches"] = True
         with config.patch(patches), mock.patch.object(GraphLowering, "save_output_code", codes.append), \
@@ -279,7 +326,7 @@ class InductorLowered(Lowered):
 
     def compile_impl(self) -> InductorCompiled:
         target = self.target
-        post, codes = self.capture.compile(target.record_stages, bool(target.options.freezing))
+        post, codes = self.capture.compile(target.record_stages, bool(target.options.freezing), target.options.mode)
         out = InductorCompiled(target, self.model, self)
         cached = "(not recorded: Inductor's FX graph cache served this compile; `compstack lower` and " \
                  "`compstack dump` compile with caches off)\n"

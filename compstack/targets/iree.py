@@ -165,6 +165,18 @@ class IreeLlvmCpuTarget(Target):
             return Availability(False, "this iree.runtime has no local-task driver", versions)
         return Availability(True, versions=versions)
 
+    @classmethod
+    def apply_threads(cls, n: int) -> dict[str, Any]:
+        """IREE's ``local-task`` driver runs dispatches on a task topology of worker threads
+        (the calling thread only waits); ``--task_topology_max_group_count=n`` caps the
+        workers, parsed with ``iree.runtime.flags.parse_flags`` before any device exists.
+        ``local-sync`` always runs on the calling thread (1 thread, whatever ``n``)."""
+        import iree.runtime as rt
+
+        rt.flags.parse_flags(f"--task_topology_max_group_count={n}")
+        return {"knob": f"iree.runtime flag --task_topology_max_group_count={n}", "honoured": True,
+                "caller_waits": True}
+
     def runtime_driver(self) -> str:
         """The ``iree.runtime`` driver that runs this target's artifacts."""
         return self.options.driver
@@ -186,7 +198,9 @@ class IreeLlvmCpuTarget(Target):
                 "import": "onnx_importer (node names as locations)" if self.options.keep_locations
                 else "iree-import-onnx",
                 "driver": self.runtime_driver(),
-                "compile_timeout_s": self.options.compile_timeout_s}
+                "compile_timeout_s": self.options.compile_timeout_s,
+                "tuning": {"tuner": "none", "note": "IREE has no auto-tuner here: llvm-cpu picks tile sizes and "
+                           "vector widths from the target CPU's features (--iree-llvmcpu-target-cpu)"}}
 
     def lower_impl(self, model: ir.Model) -> Lowered:
         from compstack.ops import _iree as custom_ops

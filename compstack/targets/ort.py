@@ -83,7 +83,10 @@ def applied_transformers(ort: Any, proto: onnx.ModelProto, opts: OrtOptions, pro
     return list(dict.fromkeys(_APPLIED.findall(text)))
 
 
-def _session_options(ort: Any, opts: OrtOptions, level: str | None = None) -> Any:
+def _session_options(ort: Any, opts: OrtOptions, level: str | None = None, threads: int = 0) -> Any:
+    """Session options; ``threads`` (``--threads``) is used unless the target's own
+    ``intra_op_threads`` option is set (an explicit per-target option wins); with it the
+    inter-op pool is pinned to 1 thread (ORT's sequential executor does not use it)."""
     so = ort.SessionOptions()
     key = level or opts.opt_level
     if key not in _LEVELS:
@@ -91,7 +94,9 @@ def _session_options(ort: Any, opts: OrtOptions, level: str | None = None) -> An
 
         raise UserError(f"--option opt_level={key}: expected one of {', '.join(_LEVELS)}")
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[key])
-    so.intra_op_num_threads = opts.intra_op_threads
+    so.intra_op_num_threads = opts.intra_op_threads or threads
+    if threads:
+        so.inter_op_num_threads = 1
     so.log_severity_level = 3
     return so
 
@@ -147,9 +152,17 @@ class OrtCpuTarget(Target):
             return Availability(False, "this onnxruntime build has no CPUExecutionProvider")
         return Availability(True, versions={"onnxruntime": ort.__version__})
 
+    @classmethod
+    def apply_threads(cls, n: int) -> dict[str, Any]:
+        """ORT's knob is per session: ``intra_op_num_threads=n`` (the calling thread plus
+        ``n - 1`` pool threads), ``inter_op_num_threads=1``."""
+        return {"knob": f"SessionOptions.intra_op_num_threads={n}, inter_op_num_threads=1", "honoured": True}
+
     def flags(self) -> dict[str, Any]:
         out = {"providers": list(self.providers), "graph_optimization_level": _LEVELS[self.options.opt_level],
-               "intra_op_num_threads": self.options.intra_op_threads}
+               "intra_op_num_threads": self.options.intra_op_threads or self.threads,
+               "tuning": {"tuner": "none", "note": "ORT does not tune: its graph optimizer fuses, then fixed "
+                          "MLAS kernels run"}}
         if self.options.disabled_optimizers:
             out["disabled_optimizers"] = list(self.options.disabled_optimizers)
         return out
@@ -166,7 +179,7 @@ class OrtCpuTarget(Target):
         from compstack.ops import _ort as custom_ops
 
         path = folder / "optimized.onnx"
-        so = _session_options(ort, self.options, level="disable")
+        so = _session_options(ort, self.options, level="disable", threads=self.threads)
         custom_ops.add_to_session(so, path.read_bytes())
         sess = ort.InferenceSession(str(path), so, providers=list(self.providers))
         return _OrtCompiled(self, model, sess, path.read_bytes())
@@ -186,7 +199,7 @@ class _OrtLowered(Lowered):
         opts = self.target.options
         with tempfile.TemporaryDirectory(prefix="compstack-ort-") as tmp:
             opt_path = Path(tmp) / "optimized.onnx"
-            so = _session_options(ort, opts)
+            so = _session_options(ort, opts, threads=self.target.threads)
             so.optimized_model_filepath = str(opt_path)
             custom_ops.add_to_session(so, self.proto)
             sess = ort.InferenceSession(self.proto.SerializeToString(), so, providers=list(self.target.providers),

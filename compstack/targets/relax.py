@@ -1,11 +1,22 @@
-"""The ``tvm-llvm`` target: Apache TVM Relax on the CPU (LLVM), untuned.
+"""The ``tvm-llvm`` target: Apache TVM Relax on the CPU (LLVM), untuned by default.
 
 Lowering imports the model with ``tvm.relax.frontend.onnx.from_onnx`` (weights
 folded in as constants). Compiling runs the target's default Relax pipeline
 (``relax.get_default_pipeline(target)``: legalize, FuseOps/FuseTIR, memory planning,
 VM lowering) -- plain ``tvm.compile(mod, target)`` does *not* fuse -- then TVM's TIR
-pipeline and LLVM. No MetaSchedule/DLight runs on CPU: the loops are TVM's default,
-untuned schedules (``flags()["tuned"]`` is False).
+pipeline and LLVM. No MetaSchedule/DLight runs on CPU by default: the loops are TVM's
+default, untuned schedules (``flags()["tuned"]`` is False).
+
+With ``--option tvm-llvm:tune_trials=N`` the compile first runs the steps of TVM's
+``static_shape_tuning`` pipeline (``relax.pipeline.static_shape_tuning_pipeline``:
+``DecomposeOpsForInference``, ``zero_pipeline`` (legalize, fuse),
+``MetaScheduleTuneIRMod``'s ``tune_relax`` with ``max_trials_per_task=N`` and longer
+builder/runner limits, ``MetaScheduleApplyDatabase``),
+then the default pipeline as above. The MetaSchedule database (``database_workload.json``,
+``database_tuning_record.json``) is kept under ``<cache root>/tvm-tuning/<key>/``, the key
+hashing the Relax module, the target and N; a later compile of the same module finds the
+finished records there and only applies them (no second tuning). The tuning time is
+reported apart from the compile time (``flags["tuning"]["tune_s"]``).
 
 Stages, in pipeline order:
 
@@ -62,6 +73,8 @@ class TvmOptions(TargetOptions):
         pass_stages: also keep the module after every Relax pass as a stage.
         disabled_passes: passes not to run (``PassContext(disabled_pass=...)``), e.g.
             ``FuseOps``; TVM skips them wherever a ``Sequential`` would run them.
+        tune_trials: MetaSchedule trials per tuning task (kernel); 0: no tuning (TVM's
+            default schedules).
     """
 
     opt_level: int = 3
@@ -69,8 +82,11 @@ class TvmOptions(TargetOptions):
     mcpu: str = ""
     pass_stages: bool = False
     disabled_passes: tuple[str, ...] = ()
+    tune_trials: int = 0
 
     def validate(self) -> str:
+        if self.tune_trials < 0:
+            return f"tune_trials={self.tune_trials}: expected >= 0 (MetaSchedule trials per task)"
         if not 0 <= self.opt_level <= 3:
             return f"opt_level={self.opt_level}: expected 0..3 (tvm.transform.PassContext)"
         if self.num_cores < 0:
@@ -162,6 +178,15 @@ class TvmLlvmTarget(Target):
             return Availability(False, "this TVM build has no LLVM backend (USE_LLVM=OFF)", versions)
         return Availability(True, versions=versions)
 
+    @classmethod
+    def apply_threads(cls, n: int) -> dict[str, Any]:
+        """TVM's runtime thread pool reads ``TVM_NUM_THREADS`` when it is created (the
+        runner sets it before the worker starts; set here too for inline jobs). The
+        calling thread is one of the ``n``. The artifact is unchanged (``num-cores`` of the
+        target only steers tuning and some schedules)."""
+        os.environ["TVM_NUM_THREADS"] = str(n)
+        return {"knob": f"TVM_NUM_THREADS={n} (runtime thread pool)", "honoured": True}
+
     def target_dict(self) -> dict[str, Any]:
         """The ``tvm.target.Target`` as a dict (string targets with ``-mcpu`` are rejected in 0.27)."""
         from tvm.target import codegen
@@ -170,12 +195,19 @@ class TvmLlvmTarget(Target):
                 "mcpu": self.options.mcpu or codegen.llvm_get_system_cpu()}
 
     def flags(self) -> dict[str, Any]:
-        """Target dict, pipeline, opt level; ``tuned`` is False (no MetaSchedule on CPU)."""
-        return {"target": self.target_dict(),
-                "pipeline": "relax.get_default_pipeline (relax.backend.cpu_generic)",
-                "opt_level": self.options.opt_level, "tuned": False,
-                **({"disabled_passes": list(self.options.disabled_passes)} if self.options.disabled_passes else {}),
-                "frontend": "relax.frontend.onnx.from_onnx(keep_params_in_input=False)"}
+        """Target dict, pipeline, opt level; ``tuned`` (MetaSchedule ran or its records were applied)."""
+        tuned = self.options.tune_trials > 0
+        out = {"target": self.target_dict(),
+               "pipeline": ("static_shape_tuning steps (MetaSchedule) + " if tuned else "")
+               + "relax.get_default_pipeline (relax.backend.cpu_generic)",
+               "opt_level": self.options.opt_level, "tuned": tuned,
+               "frontend": "relax.frontend.onnx.from_onnx(keep_params_in_input=False)"}
+        if self.options.disabled_passes:
+            out["disabled_passes"] = list(self.options.disabled_passes)
+        if tuned:
+            out["tuning"] = {"tuner": "MetaSchedule (MetaScheduleTuneIRMod + MetaScheduleApplyDatabase)",
+                             "trials_per_task": self.options.tune_trials}
+        return out
 
     def unsupported_ops(self, model: ir.Model) -> list[str]:
         """Ops missing from TVM's ONNX converter map (``_get_convert_map()``), all at once.
@@ -324,14 +356,25 @@ class _TvmLowered(Lowered):
         return records
 
     def compile_impl(self) -> Compiled:
+        import time
+
         import tvm
         from tvm import relax
 
         target = self._tvm_target()
+        mod, tuning, tune_s = self.mod, None, 0.0
+        if self.target.options.tune_trials > 0:
+            t0 = time.perf_counter()
+            from compstack.targets._tuning_tvm import tune
+
+            mod, tuning = tune(self.mod, target, self.target)
+            tune_s = time.perf_counter() - t0
         keep, marks, passes = _recorder(self.target.options.pass_stages)
         with self.target.pass_context(instruments=[keep]):
-            ex = tvm.compile(self.mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
+            ex = tvm.compile(mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
         compiled = _TvmCompiled(self.target, self.model, ex, export=lambda dst: ex.export_library(str(dst)))
+        if tuning is not None:
+            compiled.tuning, compiled.tune_s = tuning, tune_s
         compiled.pass_names = [name for name, _ in passes]
         compiled.marks = marks
         stages: dict[str, Callable[[], str]] = {}
@@ -431,6 +474,8 @@ class _TvmCompiled(Compiled):
         self.pass_names: list[str] = []
         #: Relax modules kept at compile (``pre-FuseOps``, ``FuseOps``, ``relax-final``...).
         self.marks: dict[str, Any] = {}
+        #: What MetaSchedule did (``tune_trials > 0``), for ``flags["tuning"]``; None when untuned.
+        self.tuning: dict[str, Any] | None = None
 
     @property
     def device(self) -> Any:

@@ -24,6 +24,7 @@ JAX's own compilation cache, not compstack's artifact cache.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,40 @@ class XlaCpuTarget(TwoPathTarget):
             return Availability(True, versions=versions, runs=False,
                                 run_reason=f"no JAX {cls.jax_platform} device ({str(exc).splitlines()[0][:120]})")
         return Availability(True, versions=versions)
+
+    def flags(self) -> dict[str, Any]:
+        """Options and path; XLA:CPU is not tuned (say so)."""
+        out = super().flags()
+        out["tuning"] = {"tuner": "none", "note": "XLA:CPU does not auto-tune: fixed fusion and tiling heuristics, "
+                         "Eigen/oneDNN library calls for dot and convolution"}
+        return out
+
+    @classmethod
+    def apply_threads(cls, n: int) -> dict[str, Any]:
+        """jaxlib 0.10's XLA:CPU sizes its intra-op pool (``tf_XLAEigen`` threads) from the
+        CPUs the process may run on (tsl ``NumSchedulableCPUs``, i.e. the affinity mask);
+        its ``--xla_cpu_multi_thread_eigen=false`` flag was measured not to stop that pool
+        here, and no intra-op thread-count flag is exposed to Python. So the knob is the
+        affinity: every thread of the worker is restricted to the first ``n`` usable CPUs
+        before JAX starts. XLA still runs its caller, dispatch and pool threads (3 busy
+        threads were seen on one CPU), so what the row checks is CPUs, not threads
+        (``bound: cpus``)."""
+        if cls.jax_platform != "cpu":
+            return {"knob": "none", "honoured": False, "note": "GPU target: host threads are not the comparison"}
+        if not hasattr(os, "sched_setaffinity"):
+            return {"knob": "none", "honoured": False, "note": "no sched_setaffinity on this OS"}
+        from compstack.threads import first_cpus
+
+        cpus = first_cpus(n)
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(tid), cpus)
+            except OSError:
+                pass
+        honoured = len(cpus) == n
+        return {"knob": f"CPU affinity {sorted(cpus)} (XLA sizes its intra-op pool from it)", "honoured": honoured,
+                "bound": "cpus",
+                **({} if honoured else {"note": f"only {len(cpus)} usable CPUs for {n} threads"})}
 
     def lower_impl(self, model: ir.Model) -> XlaLowered:
         import jax

@@ -687,6 +687,39 @@ def report(last: bool, run_id: str | None, sweep: bool, out: str | None, db: str
     click.echo(f"wrote {out} ({size / 1024:.1f} KiB): run {data.run_id} ({what})")
 
 
+@cli.command(short_help="Run models x targets (locally or on Ray); the status matrix of a sweep.")
+@click.argument("models", nargs=-1)
+@click.option("--targets", "targets_spec", default="cpu", show_default=True, help="Comma-separated targets or aliases.")
+@click.option("--baseline", default=None, help="Target the speedups are against [default: ort-cpu if swept, else the first].")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: worker processes here; ray: each job a Ray task (pip install -e \".[ray]\").")
+@click.option("--ray-address", default=None, help="Join this Ray cluster (auto, HOST:PORT) [default: start a local one].")
+@click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=None,
+              help="Jobs at a time in the compile/run phase (local; a local Ray cluster's CPUs) [default: CPUs, at most 4].")
+@click.option("--resume", is_flag=True, help="Skip jobs the database already has (same model, target, options, versions) "
+                                            "that ended ok or deterministically failed.")
+@click.option("--last", is_flag=True, help="Show the newest stored sweep instead of running one.")
+@click.option("--matrix", is_flag=True, help="With --last: print its status matrix.")
+@_common_model_options
+@_run_options
+def sweep(models: tuple[str, ...], targets_spec: str, **kw: Any) -> None:
+    """Run every MODEL (zoo:NAME, zoo:*, file.onnx, a folder of .onnx, @list.txt) on every target.
+
+    Exit status: 0 when every row is ok, unsupported or unavailable; 1 otherwise; 2 on bad input.
+    """
+    from compstack.sweep import cli_sweep
+
+    summary = cli_sweep(list(models), targets_spec, kw, _compare_options)
+    if kw["as_json"]:
+        click.echo(json.dumps(summary, indent=1, default=str))
+    else:
+        from compstack.sweep import print_summary
+
+        print_summary(summary)
+    if any(c["status"] in _BAD for cells in summary["matrix"].values() for c in cells.values()):
+        sys.exit(1)
+
+
 @cli.command("import-profile", short_help="Map a trtexec per-layer profile to the model's ONNX nodes.")
 @click.argument("model")
 @click.option("--profile", "profile", required=True, type=click.Path(dir_okay=False),

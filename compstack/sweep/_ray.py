@@ -30,13 +30,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import tempfile
 import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from compstack.errors import UserError
 from compstack.jobs import Job, JobOutcome
@@ -49,7 +51,9 @@ RAY_EXTRA_HINT = 'the ray executor needs Ray: pip install -e ".[ray]"'
 #: Seconds a task may take to start (a fresh Ray worker imports compstack) on top of the job's limit.
 START_GRACE_S = 60.0
 #: Seconds ``ray.init(address=...)`` may take before the address is called unreachable.
-CONNECT_TIMEOUT_S = 15.0
+CONNECT_TIMEOUT_S = 10.0
+#: Seconds a TCP connection to ``--ray-address`` may take before it is called unreachable.
+PROBE_TIMEOUT_S = 3.0
 
 
 def _import_ray() -> Any:
@@ -117,6 +121,41 @@ def ray_job_task(job_data: dict[str, Any], limits_data: dict[str, Any], sweep_id
         shutil.rmtree(work, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Send file descriptor 2 to a temporary file while connecting (Ray's retry logs)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _probe(address: str) -> None:
+    """A ``HOST:PORT`` (or ``ray://HOST:PORT``) that accepts no TCP connection within a
+    few seconds is unreachable: say so in one line before Ray retries it for long.
+
+    Raises:
+        UserError: the address is malformed or refuses/ignores connections.
+    """
+    import socket
+
+    if address == "auto":
+        return
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UserError(f"--ray-address {address}: expected auto or HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        raise UserError(f"--ray-address {address}: unreachable ({exc.strerror or type(exc).__name__ or exc})") from None
+
+
 class RayExecutor:
     """Jobs as Ray tasks (see the module docstring).
 
@@ -157,6 +196,7 @@ class RayExecutor:
         else:
             self.temp_dir = None
             kwargs["address"] = self.address
+            _probe(self.address)
         box: dict[str, Any] = {}
         here = os.getcwd()
 
@@ -174,8 +214,9 @@ class RayExecutor:
                 t = None
             else:  # joining starts no process: a thread bounds the wait on an unreachable address
                 t = threading.Thread(target=connect, daemon=True)
-                t.start()
-                t.join(CONNECT_TIMEOUT_S)
+                with _quiet_stderr():  # Ray's C++ client logs every retry on fd 2
+                    t.start()
+                    t.join(CONNECT_TIMEOUT_S)
         finally:
             os.chdir(here)
         if t is not None and t.is_alive():

@@ -251,11 +251,11 @@ class _Runner:
         else:
             self.finish_target(m, key[1], outcome)
 
-    def _timing(self, key: JobKey, outcome: JobOutcome) -> None:
+    def _timing(self, key: JobKey, outcome: JobOutcome, phase: str = "run") -> None:
         self.jobs_run += 1
         t0 = self._started.pop(key, None)
         if t0 is not None:
-            self.job_times[f"{self.models[key[0]].spec}|{key[1] or 'reference'}"] = time.monotonic() - t0
+            self.job_times[f"{self.models[key[0]].spec}|{key[1] or 'reference'}|{phase}"] = time.monotonic() - t0
         if self.progress is not None:
             self.progress.finished(key, outcome.status)
 
@@ -273,7 +273,7 @@ class _Runner:
 
     def on_latency(self, key: JobKey, outcome: JobOutcome) -> None:
         """Phase 2: a latency job ended; the row keeps phase 1's numerics."""
-        self._timing((key[0], key[1]), outcome)
+        self._timing(key, outcome, "latency")
         result, _ = self.pending_latency.pop(key)
         if outcome.status == "ok" and not outcome.extra.get("latency_error"):
             result.latency_ms = outcome.latency

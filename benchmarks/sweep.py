@@ -41,7 +41,13 @@ def _run(kind: str, models: list[str], targets: list[str], jobs: int, zoo_cache:
     from compstack.latency import LatencyConfig
     from compstack.runner import Limits
     from compstack.session import CompareOptions
-    from compstack.sweep import LocalExecutor, RayExecutor, SweepOptions, run_sweep, summarize
+    from compstack.sweep import (
+        LocalExecutor,
+        RayExecutor,
+        SweepOptions,
+        run_sweep,
+        summarize,
+    )
 
     t0 = time.monotonic()
     ex = LocalExecutor(jobs) if kind == "local" else RayExecutor(num_cpus=jobs)

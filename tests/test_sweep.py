@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import TESTS, make_mlp, run_cli
 
 from compstack import targets as registry
 from compstack.config import settings
@@ -17,9 +18,13 @@ from compstack.errors import UserError
 from compstack.latency import LatencyConfig
 from compstack.runner import Limits
 from compstack.session import CompareOptions
-from compstack.sweep import LocalExecutor, SweepOptions, expand_models, run_sweep, summarize
-
-from conftest import TESTS, make_mlp, run_cli
+from compstack.sweep import (
+    LocalExecutor,
+    SweepOptions,
+    expand_models,
+    run_sweep,
+    summarize,
+)
 
 for _name, _cls in [("crash-segfault", "SegfaultTarget"), ("crash-hang", "HangTarget")]:
     if _name not in registry.names():
@@ -42,7 +47,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ray_executor(store: Path):  # noqa: ANN201
+def ray_executor(store: Path):
     """A local Ray cluster of 2 CPUs, started with tests/ on PYTHONPATH (crashy targets)."""
     pytest.importorskip("ray")
     from compstack.sweep import RayExecutor
@@ -58,8 +63,8 @@ def ray_executor(store: Path):  # noqa: ANN201
         os.environ["PYTHONPATH"] = old
 
 
-def _sweep(models: list[str], targets: list[str], store: Path, executor, latency=None, timeout=60.0,  # noqa: ANN001
-           resume=False):  # noqa: ANN202
+def _sweep(models: list[str], targets: list[str], store: Path, executor, latency=None, timeout=60.0,
+           resume=False):
     opts = CompareOptions(targets=targets, latency=latency, limits=Limits(timeout_s=timeout))
     cfg = settings(cache_dir=store / "cache", db=store / "results.sqlite")
     return run_sweep(SweepOptions(models, opts, "ort-cpu", resume), cfg, executor)
@@ -79,12 +84,12 @@ def test_expand_models(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def local_sweep(models: list[str], store: Path):  # noqa: ANN201
+def local_sweep(models: list[str], store: Path):
     """3 models x 3 targets on the local executor, latency measured."""
     return _sweep(models, TARGETS, store, LocalExecutor(2), latency=FAST)
 
 
-def test_local_sweep_then_resume(models: list[str], store: Path, local_sweep) -> None:  # noqa: ANN001
+def test_local_sweep_then_resume(models: list[str], store: Path, local_sweep) -> None:
     sweep = local_sweep
     assert sweep.jobs_run == 3 + 9 + 9  # references, phase 1, latency (one at a time)
     assert {r.status for r in sweep.rows.values()} == {"ok"}
@@ -107,7 +112,7 @@ def test_local_sweep_then_resume(models: list[str], store: Path, local_sweep) ->
     assert reused == 9
 
 
-def test_ray_matches_local(models: list[str], store: Path, local_sweep, ray_executor) -> None:  # noqa: ANN001
+def test_ray_matches_local(models: list[str], store: Path, local_sweep, ray_executor) -> None:
     local = local_sweep
     ray = _sweep(models, TARGETS, store, ray_executor)  # latency off: the statuses and numerics are compared
     assert {k: r.status for k, r in ray.rows.items()} == {k: r.status for k, r in local.rows.items()}
@@ -119,7 +124,7 @@ def test_ray_matches_local(models: list[str], store: Path, local_sweep, ray_exec
     assert ray_executor.describe()["task_overhead_ms_median"] is not None
 
 
-def test_ray_crash_and_hang_cost_their_rows(models: list[str], store: Path, ray_executor) -> None:  # noqa: ANN001
+def test_ray_crash_and_hang_cost_their_rows(models: list[str], store: Path, ray_executor) -> None:
     sweep = _sweep(models[:1], ["ort-cpu", "crash-segfault", "crash-hang"], store, ray_executor, latency=FAST,
                    timeout=3.0)
     by = {t: r for (_, t), r in sweep.rows.items()}
@@ -159,6 +164,7 @@ def test_cli_ray_errors_are_one_line(models: list[str], isolated_env: Path) -> N
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == ['compstack: error: the ray executor needs Ray: pip install -e ".[ray]"']
-    assert "ray" not in subprocess.run([sys.executable, "-c", "import compstack, compstack.sweep, compstack.cli, sys;"
-                                        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'ray'))"],
-                                       capture_output=True, text=True).stdout.strip("[]\n")
+    probe = ("import compstack, compstack.sweep, compstack.cli, sys; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'ray'))")
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert p.stdout.strip() == "[]"  # import compstack (and the sweep package) never imports ray

@@ -16,11 +16,28 @@ from typing import Any
 from compstack.sweep._cli import cli_sweep
 from compstack.sweep._core import DETERMINISTIC, Sweep, SweepOptions, run_sweep
 from compstack.sweep._local import LocalExecutor
-from compstack.sweep._matrix import print_summary, summarize, summary_from_rows, summary_of_db
+from compstack.sweep._matrix import (
+    print_summary,
+    summarize,
+    summary_from_rows,
+    summary_of_db,
+)
 from compstack.sweep._models import expand_models
 
-__all__ = ["DETERMINISTIC", "cli_sweep", "LocalExecutor", "RayExecutor", "Sweep", "SweepOptions", "expand_models",
-           "print_summary", "run_sweep", "summarize", "summary_from_rows", "summary_of_db"]
+__all__ = [
+    "DETERMINISTIC",
+    "LocalExecutor",
+    "RayExecutor",
+    "Sweep",
+    "SweepOptions",
+    "cli_sweep",
+    "expand_models",
+    "print_summary",
+    "run_sweep",
+    "summarize",
+    "summary_from_rows",
+    "summary_of_db",
+]
 
 
 def __getattr__(name: str) -> Any:

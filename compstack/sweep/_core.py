@@ -18,11 +18,12 @@ import json
 import shutil
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
-from compstack import ir as cir
+from compstack import session as S
 from compstack.config import Settings
 from compstack.errors import UserError
 from compstack.inputs import save_npz
@@ -32,9 +33,8 @@ from compstack.passes.opstats import op_stats
 from compstack.procs import run_tempdir
 from compstack.results import Report, Result, ResultsDB
 from compstack.runner import Limits
-from compstack import session as S
 
-__all__ = ["SweepOptions", "Sweep", "Executor", "JobKey", "run_sweep", "DETERMINISTIC"]
+__all__ = ["DETERMINISTIC", "Executor", "JobKey", "Sweep", "SweepOptions", "run_sweep"]
 
 #: Statuses ``--resume`` keeps: the same job would end the same way. ``crashed``,
 #: ``timeout`` and ``oom`` are run again.
@@ -167,7 +167,7 @@ class _Runner:
                         **({"import_error": source.import_error} if source.import_error else {})}
         report.reference = S._reference_info(source, *m.ref)
         report.inputs = {"seed": self.copts.seed, "sets": len(sets), "source": origin}
-        m.expected = {v.name: v.dtype.numpy() for v in source.model.graph.outputs if v.dtype is not None}
+        m.expected = {str(v.name): v.dtype.numpy() for v in source.model.graph.outputs if v.dtype is not None}
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
         m.common = dict(model_path=str(m.stack.path), fingerprint=m.stack.fingerprint, inputs_path=str(inputs_path),

@@ -15,7 +15,13 @@ class SweepProgress:
 
     def __init__(self, enabled: bool = True) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.console = Console(stderr=True)
         self.quiet = not enabled
@@ -28,7 +34,7 @@ class SweepProgress:
         self.total = self.done_n = self.running = self.failed = 0
         self.t0 = time.monotonic()
 
-    def __enter__(self) -> "SweepProgress":
+    def __enter__(self) -> SweepProgress:
         if self.bar is not None:
             self.bar.__enter__()
             self.task = self.bar.add_task("preparing", total=None, running=0, failed=0, eta="-")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from compstack.jobs import Job, JobOutcome
 from compstack.runner import Limits, run_isolated
@@ -32,8 +33,8 @@ class LocalExecutor:
     def run(self, jobs: list[tuple[Any, Job]], limits: Limits, exclusive: bool,
             on_start: Callable[[Any], None], on_done: Callable[[Any, JobOutcome], None]) -> None:
         """Run ``jobs``; callbacks are made in the calling thread, in finishing order."""
-        todo: "queue.Queue[tuple[Any, Job] | None]" = queue.Queue()
-        done: "queue.Queue[tuple[str, Any, Any]]" = queue.Queue()
+        todo: queue.Queue[tuple[Any, Job] | None] = queue.Queue()
+        done: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
         for item in jobs:
             todo.put(item)
         n = 1 if exclusive else min(self.slots, len(jobs))

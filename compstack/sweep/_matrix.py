@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["summarize", "summary_from_rows", "summary_of_db", "print_summary"]
+__all__ = ["print_summary", "summarize", "summary_from_rows", "summary_of_db"]
 
 
 def _median(result: Any) -> float | None:

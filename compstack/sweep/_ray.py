@@ -36,15 +36,16 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from compstack.errors import UserError
 from compstack.jobs import Job, JobOutcome
 from compstack.runner import Limits
 
-__all__ = ["RayExecutor", "RAY_EXTRA_HINT"]
+__all__ = ["RAY_EXTRA_HINT", "RayExecutor"]
 
 RAY_EXTRA_HINT = 'the ray executor needs Ray: pip install -e ".[ray]"'
 
@@ -187,6 +188,7 @@ class RayExecutor:
     def _init(self, num_cpus: int | None, temp_root: Path | None) -> None:
         ray = self.ray
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        self.temp_dir: Path | None = None
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                   "ignore_reinit_error": True, "configure_logging": False}
         if self.address is None:
@@ -194,7 +196,6 @@ class RayExecutor:
             self.temp_dir = Path(tempfile.mkdtemp(prefix="compstack-ray-", dir=temp_root))
             kwargs.update(_temp_dir=str(self.temp_dir), num_cpus=num_cpus or os.cpu_count() or 1)
         else:
-            self.temp_dir = None
             kwargs["address"] = self.address
             _probe(self.address)
         box: dict[str, Any] = {}

@@ -74,13 +74,17 @@ def _run(kind: str, models: list[str], targets: list[str], jobs: int, zoo_cache:
 def _noop_round_trip(ex: Any, n: int = 5) -> float:
     """Median ms of a no-op Ray task with ``max_calls=1`` (a fresh worker each), one at a time."""
     ray = ex.ray
-    f = ray.remote(max_calls=1)(int)
+    f = ray.remote(max_calls=1)(_noop)
     times = []
     for _ in range(n):
         t = time.monotonic()
         ray.get(f.remote())
         times.append(time.monotonic() - t)
     return statistics.median(times) * 1e3
+
+
+def _noop() -> int:
+    return 0
 
 
 def _makespan(times: list[float], slots: int) -> float:

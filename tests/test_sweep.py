@@ -168,3 +168,25 @@ def test_cli_ray_errors_are_one_line(models: list[str], isolated_env: Path) -> N
              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'ray'))")
     p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert p.stdout.strip() == "[]"  # import compstack (and the sweep package) never imports ray
+
+
+def test_old_database_gets_the_sweep_columns(tmp_path: Path) -> None:
+    from compstack.results import Report, Result, ResultsDB
+
+    db_path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(db_path)
+    old.executescript("CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, "
+                      "created REAL NOT NULL, model_name TEXT NOT NULL, fingerprint TEXT NOT NULL, target TEXT NOT NULL, "
+                      "status TEXT NOT NULL, stage TEXT, error TEXT, compile_s REAL, latency_median_ms REAL, "
+                      "latency_json TEXT, outputs_json TEXT, versions_json TEXT, flags_json TEXT, reference TEXT, "
+                      "cached INTEGER, log TEXT);"
+                      "INSERT INTO results (run_id, created, model_name, fingerprint, target, status) "
+                      "VALUES ('r0', 0, 'm', 'f', 'ort-cpu', 'ok');")
+    old.commit()
+    old.close()
+    db = ResultsDB(db_path)
+    db.add(Report(model={"name": "m2", "fingerprint": "g"}, reference={}), Result("tvm-llvm", "failed"), "sw-1",
+           {"opt": "x"})
+    rows = db.conn.execute("SELECT target, sweep_id, options_json FROM results ORDER BY id").fetchall()
+    db.close()
+    assert rows == [("ort-cpu", "", "{}"), ("tvm-llvm", "sw-1", '{"opt": "x"}')]

@@ -263,6 +263,9 @@ class RayExecutor:
             self._ship(job.inputs_path, "inputs"))
 
     def _too_big(self, limits: Limits) -> str:
+        """Why no node can ever take these tasks (then they are not submitted), or ``""``."""
+        if not any(n.get("Resources", {}).get("CPU", 0) >= 1 for n in self._nodes()):
+            return "no node of the Ray cluster has a CPU to run a task on"
         if not limits.memory_mb:
             return ""
         most = max((n.get("Resources", {}).get("memory", 0) for n in self._nodes()), default=0)

@@ -1,9 +1,11 @@
 """Sweep throughput: the local executor vs Ray on this machine, and a projection to N nodes.
 
 Runs the same sweep (``--models`` x ``--targets``, default the zoo models x the 5 CPU
-targets ort-cpu, tvm-llvm, iree-llvm-cpu, xla-cpu, inductor-cpu) twice, with the artifact
-cache off so both executors compile everything: once with :class:`LocalExecutor`, once
-with :class:`RayExecutor` on a local Ray cluster of the same CPU count. For each it
+targets ort-cpu, tvm-llvm, iree-llvm-cpu, xla-cpu, inductor-cpu) twice, each from an empty
+cache folder so both executors export the zoo models (the prepare time) and compile
+everything (phase 2 then reads phase 1's artifacts, as a real sweep does; XLA and
+Inductor compile again): once with :class:`LocalExecutor`, once with :class:`RayExecutor`
+on a local Ray cluster of the same CPU count. For each it
 prints the wall time (prepare, phase 1 compile/run, phase 2 latency), jobs/s, and the
 scheduling overhead per job: for Ray, each task's round trip (submit to result in the
 driver) minus the time ``run_isolated`` took inside the task (a fresh Ray worker, the
@@ -36,7 +38,7 @@ from typing import Any
 CPU5 = "ort-cpu,tvm-llvm,iree-llvm-cpu,xla-cpu,inductor-cpu"
 
 
-def _run(kind: str, models: list[str], targets: list[str], jobs: int, zoo_cache: Path, db: Path) -> dict[str, Any]:
+def _run(kind: str, models: list[str], targets: list[str], jobs: int, cache: Path, db: Path) -> dict[str, Any]:
     from compstack.config import Settings
     from compstack.latency import LatencyConfig
     from compstack.runner import Limits
@@ -52,10 +54,10 @@ def _run(kind: str, models: list[str], targets: list[str], jobs: int, zoo_cache:
     t0 = time.monotonic()
     ex = LocalExecutor(jobs) if kind == "local" else RayExecutor(num_cpus=jobs)
     start_s = time.monotonic() - t0
-    opts = CompareOptions(targets=targets, cache=False, limits=Limits(timeout_s=900),
+    opts = CompareOptions(targets=targets, limits=Limits(timeout_s=900),
                           latency=LatencyConfig(warmup=2, min_runs=10, min_time_s=0.2))
     try:
-        sweep = run_sweep(SweepOptions(models, opts, targets[0]), Settings(zoo_cache, db), ex)
+        sweep = run_sweep(SweepOptions(models, opts, targets[0]), Settings(cache, db), ex)
         described = ex.describe()
         overheads = list(getattr(ex, "round_trips", []))
         noop = _noop_round_trip(ex) if kind == "ray" else None
@@ -112,15 +114,15 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     from compstack import targets as registry
-    from compstack.config import settings
     from compstack.sweep import expand_models
 
     models = expand_models(args.models.split(","))
     targets = registry.resolve(args.targets)
-    zoo_cache = settings().cache_dir  # zoo exports are reused; artifacts are not cached (cache=False)
     with tempfile.TemporaryDirectory(prefix="compstack-bench-sweep-") as tmp:
-        runs = [_run(kind, models, targets, args.jobs, zoo_cache, Path(tmp) / f"{kind}.sqlite")
-                for kind in ("local", "ray")]
+        runs = []
+        for kind in ("local", "ray"):  # each from an empty cache: zoo exports (prepare) and every compile
+            cache = Path(tmp) / f"{kind}-cache"
+            runs.append(_run(kind, models, targets, args.jobs, cache, Path(tmp) / f"{kind}.sqlite"))
     local, ray = runs
     over_s = (ray["overhead_ms_median"] or 0.0) / 1e3
     proj = {n: project(local["job_times"], n, args.slots_per_node, over_s) for n in (1, 2, 4, 8, 16)}
@@ -130,7 +132,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(out, indent=1, default=str))
         return
-    print(f"sweep benchmark: {len(models)} models x {len(targets)} targets, {args.jobs} slots, cache off")
+    print(f"sweep benchmark: {len(models)} models x {len(targets)} targets, {args.jobs} slots, empty cache each")
     for r in runs:
         ph = r["phases"]
         om = f"{r['overhead_ms_median']:.0f} ms median (max {r['overhead_ms_max']:.0f})" \

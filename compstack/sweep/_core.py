@@ -161,7 +161,8 @@ class _Runner:
         m.stack = S.stack_model_file(source, folder, self.copts.opset)
         canonical = S.model_file(source, folder)
         m.ref = S._pick_reference(source, self.copts.reference)
-        report.model = {"name": spec, "spec": spec, "source_name": source.name, "fingerprint": source.fingerprint, "nodes": stats.nodes,
+        report.model = {"name": spec, "spec": spec, "source_name": source.name, "fingerprint": source.fingerprint,
+                        "nodes": stats.nodes,
                         "params": stats.params, "flops": stats.flops, "origin": source.origin,
                         "stack_form": m.stack.form, "stack_opset": m.stack.opset,
                         **({"import_error": source.import_error} if source.import_error else {})}
@@ -305,7 +306,8 @@ def _row_to_result(d: Mapping[str, Any]) -> Result:
     lat = json.loads(d.get("latency_json") or "{}")
     return Result(target=d["target"], status=d["status"], stage=d.get("stage") or "", error=d.get("error") or "",
                   compile_s=d.get("compile_s"), latency_ms=lat if lat and "error" not in lat else None,
-                  outputs=json.loads(d.get("outputs_json") or "[]"), versions=json.loads(d.get("versions_json") or "{}"),
+                  outputs=json.loads(d.get("outputs_json") or "[]"),
+                  versions=json.loads(d.get("versions_json") or "{}"),
                   flags=json.loads(d.get("flags_json") or "{}"), cached=bool(d.get("cached")),
                   notes=[f"resumed: row {d['id']} of run {d['run_id']} (not run again)"],
                   latency_error=(lat.get("error", "") if lat else ""))

@@ -7,22 +7,16 @@
   ``ray`` is imported only when one is made);
 * :func:`summarize` / :func:`summary_of_db` give the matrix, geometric-mean speedups and
   counts; :func:`print_summary` prints them.
+
+Every name loads on first use: a Ray worker that unpickles the task
+(:func:`compstack.sweep._ray.ray_job_task`) imports only the runner, not the sweep's
+driver side (the session, ONNX, the IR).
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
-
-from compstack.sweep._cli import cli_sweep
-from compstack.sweep._core import DETERMINISTIC, Sweep, SweepOptions, run_sweep
-from compstack.sweep._local import LocalExecutor
-from compstack.sweep._matrix import (
-    print_summary,
-    summarize,
-    summary_from_rows,
-    summary_of_db,
-)
-from compstack.sweep._models import expand_models
 
 __all__ = [
     "DETERMINISTIC",
@@ -39,10 +33,17 @@ __all__ = [
     "summary_of_db",
 ]
 
+_WHERE = {"DETERMINISTIC": "_core", "Sweep": "_core", "SweepOptions": "_core", "run_sweep": "_core",
+          "LocalExecutor": "_local", "RayExecutor": "_ray", "cli_sweep": "_cli", "expand_models": "_models",
+          "print_summary": "_matrix", "summarize": "_matrix", "summary_from_rows": "_matrix",
+          "summary_of_db": "_matrix"}
+
 
 def __getattr__(name: str) -> Any:
-    if name == "RayExecutor":  # lazy: compstack.sweep._ray imports ray only when one is made
-        from compstack.sweep._ray import RayExecutor
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"compstack.sweep.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'compstack.sweep' has no attribute {name!r}")
 
-        return RayExecutor
-    raise AttributeError(name)
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

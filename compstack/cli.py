@@ -79,6 +79,9 @@ class _Group(click.Group):
 @click.version_option(package_name="compstack")
 def cli() -> None:
     """Compare ML compiler stacks on one model: numerics, compile time, latency, IR."""
+    from compstack.tools import tool_settings
+
+    tool_settings()  # a bad COMPSTACK_SAVE_TEMPS fails here, before any job
 
 
 # ---------------------------------------------------------------------------------------
@@ -155,11 +158,18 @@ def _validate_target_options(opts: dict[str, dict[str, str]]) -> None:
         cls.Options.from_strings(kv, owner=target)
 
 
-def _load_source(model: str, cache_dir: str | None, partial: bool = False) -> Any:
+def _load_source(model: str, cache_dir: str | None, timeout: float = 900.0, memory_limit: int | None = None,
+                 partial: bool = False) -> Any:
+    """Import MODEL; a ``file.py:function`` runs in a worker under ``--timeout``/``--memory-limit``,
+    and this process is held to ``--memory-limit`` from here on (:mod:`compstack.memlimit`).
+    ``partial``: a JAX program without a common IR still imports (its native path runs)."""
     from compstack.config import settings
+    from compstack.memlimit import guard_own_memory
     from compstack.sources import resolve_model
 
-    return resolve_model(model, cache_dir=settings(cache_dir=cache_dir).cache_dir, partial=partial)
+    guard_own_memory(_memory_limit(memory_limit), f"working on {model}")
+    return resolve_model(model, cache_dir=settings(cache_dir=cache_dir).cache_dir, timeout_s=timeout,
+                         memory_mb=_memory_limit(memory_limit), partial=partial)
 
 
 def _compare_options(targets: list[str], kw: dict[str, Any]) -> Any:
@@ -206,6 +216,15 @@ def _probe_dir(folder: Path, message: str) -> Path:
     return folder
 
 
+def _add_framework_row(targets: list[str], targets_spec: str, framework: str) -> None:
+    """A TensorFlow/Paddle/MindSpore model compared on ``cpu`` or ``all`` also runs in its
+    own framework (the ``tf``/``paddle``/``mindspore`` row), so an exporter bug shows as
+    the framework disagreeing with every stack. Named targets are left as given."""
+    aliases = {t.strip() for t in targets_spec.split(",")}
+    if framework in ("tf", "paddle", "mindspore") and aliases & {"cpu", "all"} and framework not in targets:
+        targets.append(framework)
+
+
 def _do_compare(model: str, targets_spec: str, kw: dict[str, Any]) -> Any:
     from compstack import targets as registry
     from compstack.config import settings
@@ -221,7 +240,9 @@ def _do_compare(model: str, targets_spec: str, kw: dict[str, Any]) -> Any:
     options = _compare_options(targets, kw)
     with Progress(enabled=not kw["as_json"]) as progress:
         progress.status(f"importing {model}")
-        source = _load_source(model, kw["cache_dir"], partial=True)  # a native path may run what does not import
+        source = _load_source(model, kw["cache_dir"], kw["timeout"], kw["memory_limit"],
+                              partial=True)  # a native path may run what does not import
+        _add_framework_row(options.targets, targets_spec, source.framework)
         report = compare(source, options, cfg, on_start=progress.start, on_result=progress.done,
                          save_outputs=Path(kw["save_outputs"]) if kw["save_outputs"] else None,
                          save_inputs=Path(kw["save_inputs"]) if kw["save_inputs"] else None)
@@ -316,7 +337,7 @@ def lower(model: str, target: str, out_dir: str, **kw: Any) -> None:
         _add_soc(topts, names, kw["soc"])
     _validate_target_options(topts)
     out = _writable_dir(out_dir)
-    source = _load_source(model, kw["cache_dir"])
+    source = _load_source(model, kw["cache_dir"], kw["timeout"], kw["memory_limit"])
     kw["memory_limit"] = _memory_limit(kw["memory_limit"])
     manifest = lower_to_folder(source, names, out, topts.get(names, {}), kw)
     status = manifest["status"]
@@ -416,15 +437,30 @@ def targets(as_json: bool, ops_of: str | None) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def frontends(as_json: bool) -> None:
+    """List the frontends (onnx, torch, jax, tf, paddle, mindspore): available or not, why, versions."""
+    from compstack.frontends.registry import frontend_rows
+    from compstack.reporting import print_frontends
+
+    rows = [r.to_dict() for r in frontend_rows()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+    else:
+        print_frontends(rows)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder (zoo exports are cached).")
 def zoo(as_json: bool, cache_dir: str | None) -> None:
-    """List the zoo models with their node and parameter counts."""
+    """List the zoo models with their node and parameter counts (TensorFlow, Paddle and MindSpore
+    models only where that framework is available: see `compstack frontends`)."""
     from compstack import zoo as zoo_mod
     from compstack.config import settings
     from compstack.reporting import print_zoo
 
     root = settings(cache_dir=cache_dir).cache_dir
-    rows = [{"name": f"zoo:{n}", **zoo_mod.info(n, cache_dir=root)} for n in zoo_mod.names()]
+    rows = [{"name": f"zoo:{n}", **zoo_mod.info(n, cache_dir=root)} for n in zoo_mod.names(available_only=True)]
     if as_json:
         click.echo(json.dumps(rows, indent=1, default=str))
     else:
@@ -468,7 +504,7 @@ def dump(model: str, target: str, stage_names: tuple[str, ...], all_passes: bool
     check_stages(name, stage_names)
     folder = _writable_dir(out_dir) if out_dir else run_tempdir("compstack-dump-")
     cfg = settings(cache_dir=cache_dir)
-    source = _load_source(model, cache_dir)
+    source = _load_source(model, cache_dir, timeout, memory_limit)
     res = run_dump(source, name, folder, stages=list(stage_names) or None, passes=passes,
                    options=topts.get(name, {}), cache_dir=cfg.cache_dir,
                    limits=Limits(timeout_s=timeout, memory_mb=_memory_limit(memory_limit)))
@@ -598,6 +634,10 @@ def conformance(targets_spec: str, pattern: str | None, sample: int | None, seed
             re.compile(pattern)
         except re.error as exc:
             raise UserError(f"--filter {pattern!r}: not a regular expression ({exc})") from None
+    _probe_dir(cfg.cache_dir, f"cache folder {cfg.cache_dir}: not writable")  # the cases are cached there
+    if cfg.db.exists() and not cfg.db.is_file():
+        raise UserError(f"--db {cfg.db}: not a regular file")
+    suite.trend(cfg.db)  # a database that is not ours fails before the run, not after it
     all_cases = load_cases(cfg.cache_dir)
     cases = select(all_cases, pattern, sample, seed)
     if not cases:
@@ -756,9 +796,30 @@ def ops() -> None:
 
 
 def _load_ops(items: Sequence[str]) -> None:
+    """Import each ``--load FILE.py|MODULE``.
+
+    Raises:
+        UserError: a missing file, a module that cannot be found, or an import that
+            raises, naming the ``--load`` value.
+    """
     from compstack.ops._registry import load_origins
 
-    load_origins([f"file:{Path(x).resolve()}" if x.endswith(".py") else f"module:{x}" for x in items])
+    for x in items:
+        if x.endswith(".py") and not Path(x).is_file():
+            raise UserError(f"--load {x}: no such file")
+        try:
+            load_origins([f"file:{Path(x).resolve()}" if x.endswith(".py") else f"module:{x}"])
+        except CompstackError:
+            raise
+        except ModuleNotFoundError as exc:
+            raise UserError(f"--load {x}: no module named {exc.name!r} (give FILE.py or an importable module)") \
+                from None
+        except BaseException as exc:  # the user's module may raise anything while imported
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            text = str(exc).strip().splitlines()
+            raise UserError(f"--load {x}: import failed: {type(exc).__name__}"
+                            f"{': ' + text[0] if text else ''}") from None
 
 
 def _get_op(name: str) -> Any:
@@ -906,6 +967,12 @@ def _kernel_job_options(f: Any) -> Any:
 def _kernel_kw(kw: dict[str, Any]) -> dict[str, Any]:
     if kw.get("trt_layer_info") and not kw.get("trt_profile"):
         raise UserError("--trt-layer-info needs --trt-profile (the trtexec --exportProfile JSON)")
+    if kw.get("trt_profile"):  # bad files fail before any target runs
+        from compstack.trtprofile import load_layer_info, load_profile
+
+        load_profile(kw["trt_profile"], "--trt-profile")
+        if kw.get("trt_layer_info"):
+            load_layer_info(kw["trt_layer_info"], "--trt-layer-info")
     topts = _parse_target_options(kw["target_opts"])
     _validate_target_options(topts)
     kw["target_options"] = topts
@@ -930,7 +997,8 @@ def fusion(model: str, targets_spec: str, missed: bool, by_node: bool, **kw: Any
         raise UserError("--by-node needs per-kernel times: use `compstack profile MODEL --by-node`")
     targets = registry.resolve(targets_spec)
     kw = _kernel_kw(kw)
-    sys.exit(fusion_command(lambda: _load_source(model, kw["cache_dir"]), targets, missed, kw["as_json"], kw))
+    load = lambda: _load_source(model, kw["cache_dir"], kw["timeout"], kw["memory_limit"])  # noqa: E731
+    sys.exit(fusion_command(load, targets, missed, kw["as_json"], kw))
 
 
 @cli.command(short_help="Per-kernel time from each stack's own profiler, mapped to the source graph.")
@@ -963,8 +1031,8 @@ def profile(model: str, target: str | None, targets_spec: str | None, by_node: b
         if explorer_dir else None
     _check_writable_file(kw["trace"], "--trace")
     kw = _kernel_kw(kw)
-    sys.exit(profile_command(lambda: _load_source(model, kw["cache_dir"]), targets, by_node, kw["as_json"], folder,
-                             kw))
+    load = lambda: _load_source(model, kw["cache_dir"], kw["timeout"], kw["memory_limit"])  # noqa: E731
+    sys.exit(profile_command(load, targets, by_node, kw["as_json"], folder, kw))
 
 
 def _explain_options(f: Any) -> Any:
@@ -1002,6 +1070,9 @@ def _explain_run(model: str | None, kw: dict[str, Any], steps: str, reduced_out:
     _validate_target_options(topts)
     kw["target_options"] = topts
     if kw.get("out_dir"):
+        from compstack.explain.bundle import check_bundle_dir
+
+        check_bundle_dir(Path(kw["out_dir"]))  # never a folder with the user's own files in it
         _probe_dir(Path(kw["out_dir"]), f"-o {kw['out_dir']}: folder not writable")
     if reduced_out:
         _check_writable_file(reduced_out, "-o")

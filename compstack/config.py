@@ -8,6 +8,10 @@ Precedence: explicit argument (CLI flag) > environment variable > default.
 ``COMPSTACK_SAVE_TEMPS`` and ``COMPSTACK_TOOL_*`` belong to the compiler-tool wrapper
 and are read by :func:`compstack.tools.tool_settings`.
 * results database: ``--db`` > ``COMPSTACK_DB`` > ``.compstack/results.sqlite``.
+* framework environments (:func:`framework_pythons`): ``COMPSTACK_PADDLE_PYTHON`` and
+  ``COMPSTACK_MINDSPORE_PYTHON`` name the Python of the venv that holds PaddlePaddle /
+  MindSpore (``scripts/setup_paddle_env.sh``, ``scripts/setup_mindspore_env.sh`` create
+  them); ``COMPSTACK_TF_PYTHON`` optionally moves TensorFlow out of compstack's own Python.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Settings", "settings"]
+__all__ = ["FRAMEWORK_ENV_VARS", "Settings", "framework_pythons", "settings"]
 
 
 @dataclass(frozen=True)
@@ -50,3 +54,19 @@ def settings(cache_dir: str | Path | None = None, db: str | Path | None = None) 
         busy = 30.0
     busy = busy if 0 <= busy < 1e6 else 30.0
     return Settings(Path(cache_dir).expanduser(), Path(db).expanduser(), busy)
+
+
+#: The setting that names each foreign framework's Python (see :func:`framework_pythons`).
+FRAMEWORK_ENV_VARS = {"tf": "COMPSTACK_TF_PYTHON", "paddle": "COMPSTACK_PADDLE_PYTHON",
+                      "mindspore": "COMPSTACK_MINDSPORE_PYTHON"}
+
+
+def framework_pythons() -> dict[str, str]:
+    """``{framework: python}`` for each framework whose environment is configured
+    (read from the environment here only; an unset or empty variable is left out)."""
+    out = {}
+    for framework, var in FRAMEWORK_ENV_VARS.items():
+        value = os.environ.get(var, "").strip()
+        if value:
+            out[framework] = str(Path(value).expanduser())
+    return out

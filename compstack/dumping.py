@@ -249,7 +249,7 @@ def dump(source: cir.SourceModel, target: str, folder: Path, *, stages: Sequence
         UserError: unknown target or stage (listing the valid ones), unknown pass mode.
     """
     from compstack.inputs import save_npz
-    from compstack.session import model_file
+    from compstack.session import model_file, stack_model_file
     from compstack.target import PASS_MODES
 
     check_stages(target, stages)
@@ -260,7 +260,10 @@ def dump(source: cir.SourceModel, target: str, folder: Path, *, stages: Sequence
     try:
         inputs = save_npz(work / "inputs.npz", pack_sets(_example_sets(source)))
         mcache = cache_dir or work
-        job = Job(model_path=str(model_file(source, mcache)), fingerprint=source.fingerprint, target=target,
+        stack = stack_model_file(source, mcache)  # the model as the user wrote it (#13 item 18)
+        canonical = model_file(source, mcache)
+        job = Job(model_path=str(stack.path), fingerprint=stack.fingerprint, target=target,
+                  canonical_path=str(canonical) if canonical != stack.path else "",
                   target_ref=next(e.ref for e in registry.entries() if e.name == target),
                   inputs_path=str(inputs), workdir=str(work / "job"), options=dict(options or {}),
                   cache_dir=str(cache_dir) if cache_dir else None, stages_dir=str(folder), run=False,
@@ -304,15 +307,14 @@ def resolve_text(spec: str, cache_dir: Path | None, limits: Limits = Limits()) -
         ``(text, label)`` where ``label`` names the source (file path or spec).
 
     Raises:
-        UserError: missing file, bad spec, unknown target/stage/pass, or the stack
-            failed to produce the stage (its error line).
+        UserError: missing, non-regular or binary file, bad spec, unknown
+            target/stage/pass, or the stack failed to produce the stage (its error line).
     """
     p = Path(spec)
     if p.is_file():
-        try:
-            return p.read_text(errors="replace"), spec
-        except OSError as exc:
-            raise UserError(f"{spec}: cannot read: {exc.strerror or exc}") from None
+        return _read_dump(p, spec), spec
+    if p.exists():
+        raise UserError(f"{spec}: not a regular file (a folder, FIFO or device); give an IR dump")
     parts = parse_spec(spec)
     if parts is None:
         raise UserError(f"{spec}: no such file, and not a dump spec MODEL@TARGET:STAGE")
@@ -320,7 +322,7 @@ def resolve_text(spec: str, cache_dir: Path | None, limits: Limits = Limits()) -
     registry.get(target)
     from compstack.sources import resolve_model
 
-    source = resolve_model(model_spec, cache_dir=cache_dir)
+    source = resolve_model(model_spec, cache_dir=cache_dir, timeout_s=limits.timeout_s, memory_mb=limits.memory_mb)
     tmp = run_tempdir("compstack-spec-")
     try:
         if stage.startswith("pass:"):
@@ -330,6 +332,29 @@ def resolve_text(spec: str, cache_dir: Path | None, limits: Limits = Limits()) -
         return res.stages[stage].read_text(), spec
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _read_dump(p: Path, spec: str) -> str:
+    """An IR dump's text.
+
+    Raises:
+        UserError: unreadable, or binary (a NUL byte, or not UTF-8 in its first 64 KiB):
+            an artifact or bytecode, not a text dump.
+    """
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{spec}: cannot read: {exc.strerror or exc}") from None
+    head = data[:65536]
+    try:
+        head.decode("utf-8")
+        binary = b"\0" in head
+    except UnicodeDecodeError as exc:
+        binary = exc.start < len(head) - 4  # a character cut at the 64 KiB boundary is fine
+    if binary:
+        raise UserError(f"{spec}: a binary file, not a text IR dump (diff takes .txt/.mlir/.py dumps "
+                        "or MODEL@TARGET:STAGE)")
+    return data.decode("utf-8", errors="replace")
 
 
 def _check_ok(res: DumpResult, spec: str) -> None:

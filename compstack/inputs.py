@@ -8,6 +8,7 @@ floats uniform in ``[low, high)`` (default ``[0, 1)``), integers uniform in
 
 from __future__ import annotations
 
+import math
 import zipfile
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -36,7 +37,9 @@ def parse_val_ranges(specs: Sequence[str]) -> dict[str, tuple[float, float]]:
     """Parse ``["ids:0,1000", "x:-1,1"]`` (``NAME:LO,HI``; a bare ``LO,HI`` applies to all).
 
     Raises:
-        UserError: malformed spec or LO >= HI, naming the flag value.
+        UserError: malformed spec, a bound that is not finite, or LO >= HI, naming the
+            flag value. (Whether the range fits the input's dtype is checked in
+            :func:`generate`.)
     """
     out: dict[str, tuple[float, float]] = {}
     for spec in specs:
@@ -46,10 +49,16 @@ def parse_val_ranges(specs: Sequence[str]) -> dict[str, tuple[float, float]]:
             lo, hi = (float(p) for p in parts)
         except ValueError:
             raise UserError(f"--val-range {spec}: expected NAME:LO,HI (e.g. input_ids:0,1000)") from None
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise UserError(f"--val-range {spec}: LO and HI must be finite numbers")
         if not lo < hi:
             raise UserError(f"--val-range {spec}: LO must be below HI")
         out[name if sep else ""] = (lo, hi)
     return out
+
+
+#: Largest dimension ``--input-shape`` takes (numpy's own limit is 2**63 - 1 elements).
+MAX_DIM = 2**62
 
 
 def parse_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
@@ -67,6 +76,8 @@ def parse_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
             shape = ()
         if not sep or not name or not shape or any(d < 0 for d in shape):
             raise UserError(f"--input-shape {spec}: expected NAME:D0xD1x... (e.g. x:1x3x224x224)")
+        if any(d > MAX_DIM for d in shape):
+            raise UserError(f"--input-shape {spec}: dimension {max(shape)} is too large (at most 2**62)")
         out[name] = shape
     return out
 
@@ -119,7 +130,11 @@ def generate(
     for inp in model_inputs:
         shape = _concrete_shape(inp, shapes)
         dtype = np.dtype(inp.dtype)
+        if math.prod(shape) * dtype.itemsize > 2**62:
+            raise MemoryError(f"input '{inp.name}' of shape {list(shape)}")
         lo, hi = val_ranges.get(inp.name, val_ranges.get("", (None, None)))  # type: ignore[misc]
+        if lo is not None:
+            _check_range(inp.name, dtype, lo, hi)
         if dtype == np.dtype(object):
             raise UserError(f"input '{inp.name}' is a string tensor; give its values with --inputs FILE.npz "
                             "(numpy.savez of a str array)")
@@ -133,6 +148,20 @@ def generate(
             lo_f, hi_f = DEFAULT_FLOAT_RANGE if lo is None else (lo, hi)
             out[inp.name] = rng.uniform(lo_f, hi_f, size=shape).astype(dtype)
     return out
+
+
+def _check_range(name: str, dtype: np.dtype, lo: float, hi: float) -> None:
+    """UserError when ``[lo, hi)`` does not fit ``dtype`` (or its width overflows)."""
+    if dtype.kind in "iub":
+        info = np.iinfo(np.int64) if dtype.kind == "b" else np.iinfo(dtype)
+        ok = max(info.min, -2**63) <= math.ceil(lo) and math.ceil(hi) <= min(info.max, 2**63 - 1)
+    elif dtype.kind == "f" or dtype.kind == "V":
+        top = float(np.finfo(dtype).max) if dtype.kind == "f" else 3.0e38
+        ok = -top <= lo and hi <= top and math.isfinite(hi - lo)
+    else:
+        return
+    if not ok:
+        raise UserError(f"--val-range {name}:{lo:g},{hi:g}: outside what input '{name}' ({dtype}) can hold")
 
 
 def input_sets(
@@ -195,15 +224,21 @@ def load_npz(path: str | Path) -> dict[str, np.ndarray]:
     """Read ``{name: array}`` from an ``.npz`` file.
 
     Raises:
-        UserError: missing or unreadable file.
+        UserError: missing, empty, not a regular file (a FIFO, a device), unreadable,
+            or an array key naming an unknown dtype.
     """
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise UserError(f"{p}: no such file")
+    if not p.is_file():
+        raise UserError(f"{p}: not a regular file (a folder, FIFO or device); give an .npz file")
+    if p.stat().st_size == 0:
+        raise UserError(f"{p}: empty file, not an .npz of arrays")
+    bad = (OSError, ValueError, EOFError, zipfile.BadZipFile)
     try:
         data = np.load(p, allow_pickle=False)
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise UserError(f"{p}: not a readable .npz file ({str(exc).splitlines()[0]})") from None
+    except bad as exc:
+        raise UserError(f"{p}: not a readable .npz file ({_first(exc)})") from None
     if not isinstance(data, np.lib.npyio.NpzFile):
         raise UserError(f"{p}: a single .npy array, not an .npz of arrays by input name (use numpy.savez)")
     try:
@@ -211,8 +246,15 @@ def load_npz(path: str | Path) -> dict[str, np.ndarray]:
             # str arrays (dtype <U) stand for ONNX string tensors, which numpy holds as objects
             return decode_arrays({k: (data[k].astype(object) if data[k].dtype.kind == "U" else data[k])
                                   for k in data.files})
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise UserError(f"{p}: not a readable .npz file ({str(exc).splitlines()[0]})") from None
+    except UserError as exc:
+        raise UserError(f"{p}: {exc}") from None
+    except bad as exc:
+        raise UserError(f"{p}: not a readable .npz file ({_first(exc)})") from None
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 #: Key suffix of an ``ml_dtypes`` array (bfloat16, float8...) stored as its bits: ``.npz``
@@ -234,14 +276,25 @@ def encode_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def decode_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Inverse of :func:`encode_arrays` (``ml_dtypes`` restores the dtype)."""
+    """Inverse of :func:`encode_arrays` (``ml_dtypes`` restores the dtype).
+
+    Raises:
+        UserError: a key names an unknown dtype, or bits that do not fit it.
+    """
     out = {}
     for k, v in arrays.items():
         name, sep, dtype = k.partition(_BITS)
         if sep:
             import ml_dtypes
 
-            out[name] = v.view(getattr(ml_dtypes, dtype))
+            target = getattr(ml_dtypes, dtype, None)
+            if not isinstance(target, type) or np.dtype(target).kind != "V":
+                raise UserError(f"array '{k}': unknown dtype '{dtype}' after '{_BITS}' (an ml_dtypes type, "
+                                "e.g. bfloat16)")
+            try:
+                out[name] = v.view(target)
+            except ValueError as exc:
+                raise UserError(f"array '{k}': its bits do not fit {dtype} ({_first(exc)})") from None
         else:
             out[k] = v
     return out

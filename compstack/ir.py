@@ -11,6 +11,7 @@ Everything here is pure ONNX/onnx_ir; no compiler stack is imported.
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import os
@@ -95,13 +96,27 @@ def _check_external_data(proto: onnx.ModelProto, base_dir: Path, source: str) ->
             raise UserError(
                 f"{source}: external data file {location!r} of tensor '{tensor.name}' is missing"
             )
+        info = {e.key: e.value for e in tensor.external_data}
+        try:
+            offset, length = int(info.get("offset") or 0), int(info.get("length") or -1)
+        except ValueError:
+            raise UserError(f"{source}: external data of tensor '{tensor.name}' has a malformed offset or "
+                            "length") from None
+        size = target.stat().st_size
+        if offset < 0 or offset > size or (length >= 0 and offset + length > size):
+            raise UserError(f"{source}: cannot read external data: tensor '{tensor.name}' wants bytes "
+                            f"{offset}..{offset + max(length, 0)} of {location!r}, which has {size}")
 
 
-def load_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
+def load_proto(path: str | os.PathLike[str], external_data: bool = True, checked: bool = True) -> onnx.ModelProto:
     """Read an ONNX file (and its external data) into a checked ``ModelProto``.
 
     Args:
         path: the ``.onnx`` file. External data is read from the same folder.
+        external_data: read the external data into the proto; False leaves the tensors
+            on disk (their locations and sizes are still checked), which is how
+            :func:`load` keeps one copy of a large model in memory.
+        checked: run :func:`check` (False: the caller checks).
 
     Raises:
         UserError: missing file, not an ONNX protobuf, truncated file, external data
@@ -113,35 +128,66 @@ def load_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
         raise UserError(f"{p}: no such file")
     if p.is_dir():
         raise UserError(f"{p}: is a folder, not an ONNX file")
-    data = p.read_bytes()
-    if not data:
-        raise UserError(f"{p}: empty file, not an ONNX model")
-    proto = onnx.ModelProto()
-    try:
-        proto.ParseFromString(data)
-    except DecodeError as exc:
-        hint = "truncated or corrupt" if data[:1] == b"\x08" else "not an ONNX file"
-        raise UserError(f"{p}: cannot parse as ONNX protobuf ({hint}: {exc})") from None
+    if not p.is_file():  # a FIFO or /dev/zero would block or read until memory runs out
+        raise UserError(f"{p}: not a regular file (a FIFO, socket or device), not an ONNX file")
+    proto = _parse(p)
     if not proto.HasField("graph") or not proto.opset_import:
         raise UserError(f"{p}: not an ONNX model (no graph or no opset_import)")
     _check_external_data(proto, p.parent, str(p))
-    try:
-        onnx.load_external_data_for_model(proto, str(p.parent))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{p}: cannot read external data: {exc}") from None
-    check(proto, str(p))
+    if external_data:
+        try:
+            onnx.load_external_data_for_model(proto, str(p.parent))
+        except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+            raise UserError(f"{p}: cannot read external data: {str(exc).strip().splitlines()[0]}") from None
+    if checked:
+        check(proto, str(p), path=p if _has_external_data(proto) else None)
     return proto
 
 
-def check(proto: onnx.ModelProto, source: str) -> None:
+def _parse(p: Path) -> onnx.ModelProto:
+    """Parse the file through a memory map (the proto is the only copy made).
+
+    Raises:
+        UserError: an empty file, or bytes that are not an ONNX protobuf.
+    """
+    import mmap
+
+    proto = onnx.ModelProto()
+    with open(p, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            raise UserError(f"{p}: empty file, not an ONNX model")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            first = mm[:1]
+            view = memoryview(mm)
+            try:
+                proto.ParseFromString(view)
+            except DecodeError as exc:
+                hint = "truncated or corrupt" if first == b"\x08" else "not an ONNX file"
+                raise UserError(f"{p}: cannot parse as ONNX protobuf ({hint}: {exc})") from None
+            finally:
+                view.release()
+    return proto
+
+
+def _has_external_data(proto: onnx.ModelProto) -> bool:
+    return any(t.data_location == onnx.TensorProto.EXTERNAL
+               for t in onnx.external_data_helper._get_all_tensors(proto))  # noqa: SLF001
+
+
+def check(proto: onnx.ModelProto, source: str, path: Path | None = None) -> None:
     """Run the ONNX checker and the domain check on ``proto``.
+
+    ``path``: the file ``proto`` was read from; the checker then reads the file itself
+    (external data stays on disk) instead of a serialised copy of ``proto``.
 
     Raises:
         UserError: ``"<source>: ONNX checker: ..."`` or
             ``"<source>: node 'n' uses unknown op domain 'd' (Op)"``.
     """
+    _check_structure(proto, source)
     known = set(STANDARD_DOMAINS) | {f.domain for f in proto.functions}
     known |= _registered_custom_domains()
+    local = {(f.domain, f.name) for f in proto.functions}
     for node in proto.graph.node:
         if node.domain not in known:
             raise UserError(
@@ -149,14 +195,48 @@ def check(proto: onnx.ModelProto, source: str) -> None:
                 f"'{node.domain}' ({node.op_type}); only standard ONNX domains, model-local "
                 "functions and registered custom ops (`compstack ops list`) are known"
             )
+        if node.domain == "com.microsoft" and (node.domain, node.op_type) not in local:
+            from compstack._msops import COM_MICROSOFT_OPS
+
+            if node.op_type not in COM_MICROSOFT_OPS:
+                raise UserError(
+                    f"{source}: node '{node.name or node.op_type}' uses com.microsoft::{node.op_type}, "
+                    "which is no ONNX Runtime contrib op"
+                )
     try:
         # Without full_check: shape inference runs later, in canonicalize().
-        onnx.checker.check_model(proto)
+        onnx.checker.check_model(str(path) if path is not None else proto)
     except onnx.checker.ValidationError as exc:
         text = " ".join(ln.strip() for ln in str(exc).strip().splitlines() if ln.strip())
         raise UserError(f"{source}: ONNX checker: {text[:400]}") from None
     except ValueError as exc:  # e.g. a model > 2 GB handed as a proto
         raise UserError(f"{source}: ONNX checker: {exc}") from None
+
+
+def _check_structure(proto: onnx.ModelProto, source: str) -> None:
+    """What the ONNX checker lets through and every stack then trips on: an ai.onnx
+    opset newer than the installed onnx knows, a graph without outputs, and negative
+    declared dimensions.
+
+    Raises:
+        UserError: naming the file and the opset, the graph, or the value and dim.
+    """
+    newest = onnx.defs.onnx_opset_version()
+    opset = _ai_onnx_opset(proto)
+    if opset > newest:
+        raise UserError(f"{source}: ai.onnx opset {opset} is newer than the installed onnx "
+                        f"{onnx.__version__} knows (at most opset {newest})")
+    if not proto.graph.output:
+        raise UserError(f"{source}: the graph has no outputs (nothing to compute or compare)")
+    for kind, values in (("input", proto.graph.input), ("output", proto.graph.output),
+                         ("value", proto.graph.value_info)):
+        for v in values:
+            if not v.type.HasField("tensor_type") or not v.type.tensor_type.HasField("shape"):
+                continue
+            for i, d in enumerate(v.type.tensor_type.shape.dim):
+                if d.HasField("dim_value") and d.dim_value < 0:
+                    raise UserError(f"{source}: {kind} '{v.name}' declares dimension {i} as {d.dim_value} "
+                                    "(a dimension is >= 0, or a symbolic name)")
 
 
 def _registered_custom_domains() -> set[str]:
@@ -179,10 +259,95 @@ def from_proto(proto: onnx.ModelProto, source: str = "<model>", opset: int = DEF
 def load(path: str | os.PathLike[str], opset: int = DEFAULT_OPSET) -> ir.Model:
     """Load an ONNX file into the canonical common IR (see :func:`canonicalize`).
 
+    External data is not read into memory: those initializers are
+    :class:`onnx_ir.ExternalTensor` objects, memory-mapped from the file when used.
+
     Raises:
         UserError: see :func:`load_proto` and :func:`canonicalize`.
     """
-    return canonicalize(load_proto(path), source=str(path), opset=opset)
+    proto = load_proto(path, external_data=False, checked=False)
+    skeleton, weights = _split_weights(proto, str(path))
+    check(skeleton, str(path), path=None if weights else Path(path))
+    model = canonicalize(skeleton, source=str(path), opset=opset)
+    del skeleton
+    _attach_weights(model, weights, {v.name for v in proto.graph.input})
+    ir.external_data.set_base_dir(model.graph, Path(path).resolve().parent)  # memory-mapped when read
+    return model
+
+
+#: Inline initializers at least this large are kept out of the checker's and shape
+#: inference's serialised copies (see :func:`_split_weights`).
+_BIG_TENSOR = 1 << 20
+
+
+def _split_weights(proto: onnx.ModelProto, source: str) -> tuple[onnx.ModelProto, list[onnx.TensorProto]]:
+    """``proto`` without its large inline initializers, each declared as a graph input
+    of the same type and shape instead, and those initializers (still in ``proto``).
+
+    The ONNX checker and shape inference serialise the model they get (and shape
+    inference returns a new copy), so running them on the skeleton costs no copy of
+    the weights. Returns ``(proto, [])`` when there is nothing large.
+
+    Raises:
+        UserError: a large initializer whose byte count does not fit its dims and dtype
+            (the check the ONNX checker would have made).
+    """
+    big = [t for t in proto.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL
+           and t.HasField("raw_data") and _declared_bytes(t) >= _BIG_TENSOR]
+    if not big:
+        return proto, []
+    for t in big:  # what the checker would check (one tensor's bytes at a time)
+        have, want = len(t.raw_data), _declared_bytes(t)
+        if have != want:
+            raise UserError(f"{source}: initializer '{t.name}' holds {have} bytes; its dims {list(t.dims)} and "
+                            f"{onnx.TensorProto.DataType.Name(t.data_type)} need {want}")
+    names = {t.name for t in big}
+    skeleton = onnx.ModelProto()
+    for fdesc, value in proto.ListFields():
+        if fdesc.name == "graph":
+            continue
+        _copy_field(skeleton, fdesc, value)
+    for fdesc, value in proto.graph.ListFields():
+        if fdesc.name == "initializer":
+            skeleton.graph.initializer.extend(t for t in value if t.name not in names)
+        else:
+            _copy_field(skeleton.graph, fdesc, value)
+    declared = {i.name for i in proto.graph.input}
+    skeleton.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                                for t in big if t.name not in declared)
+    return skeleton, big
+
+
+def _declared_bytes(t: onnx.TensorProto) -> int:
+    """The bytes ``t``'s dims and dtype call for (its data is not read)."""
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return 0
+    return int(np.prod(t.dims, dtype=np.int64)) * itemsize
+
+
+def _copy_field(dest: Any, fdesc: Any, value: Any) -> None:
+    if fdesc.is_repeated:
+        getattr(dest, fdesc.name).extend(value)
+    elif fdesc.type == fdesc.TYPE_MESSAGE:
+        getattr(dest, fdesc.name).CopyFrom(value)
+    else:
+        setattr(dest, fdesc.name, value)
+
+
+def _attach_weights(model: ir.Model, weights: list[onnx.TensorProto], declared: set[str]) -> None:
+    """Turn the graph inputs :func:`_split_weights` declared back into initializers
+    holding the original tensors (no copy: they wrap the parsed protos)."""
+    if not weights:
+        return
+    by_name = {v.name: v for v in model.graph.inputs}
+    for t in weights:
+        value = by_name[t.name]
+        if t.name not in declared:
+            model.graph.inputs.remove(value)
+        value.const_value = ir.serde.TensorProtoTensor(t)
+        model.graph.register_initializer(value)
 
 
 def _ai_onnx_opset(proto: onnx.ModelProto) -> int:
@@ -278,12 +443,16 @@ def to_proto(model: ir.Model) -> onnx.ModelProto:
     return ir.serde.serialize_model(model)
 
 
-def save(model: ir.Model, path: str | os.PathLike[str], external_data: bool | None = None) -> Path:
+def save(model: ir.Model, path: str | os.PathLike[str], external_data: bool | None = None,
+         data_name: str | None = None) -> Path:
     """Write the model to ``path``.
 
     Args:
         external_data: store initializers in ``<name>.data`` beside the file. Default:
-            only when the model is larger than 1.5 GiB (protobuf's 2 GiB limit).
+            when the model is larger than 1.5 GiB (protobuf's 2 GiB limit) or some of
+            its initializers are external (memory-mapped) already.
+        data_name: file name of the external data (default ``<name>.data``), for a
+            file written under a temporary name and renamed afterwards.
 
     Raises:
         UserError: the folder cannot be written.
@@ -292,14 +461,30 @@ def save(model: ir.Model, path: str | os.PathLike[str], external_data: bool | No
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         if external_data is None:
-            external_data = _initializer_bytes(model) > 1.5 * 2**30
-        if external_data:
-            ir.save(model, p, external_data=p.name + ".data")
+            external_data = _initializer_bytes(model) > 1.5 * 2**30 or _any_external(model)
+        if external_data:  # tensor by tensor, at most 64 MiB in flight
+            ir.save(model, p, external_data=data_name or p.name + ".data", max_in_flight_bytes=64 * 2**20)
         else:
             p.write_bytes(to_proto(model).SerializeToString())
     except OSError as exc:
         raise UserError(f"{p}: cannot write: {exc.strerror or exc}") from None
     return p
+
+
+#: Weights from this size on are written as external data by :func:`prefers_external_data`
+#: callers (the cached model file): streamed a tensor at a time, not serialised whole.
+STREAM_MIN_BYTES = 16 * 2**20
+
+
+def prefers_external_data(model: ir.Model) -> bool:
+    """True when ``model`` is better written with external data: its initializers are
+    external already, or weigh :data:`STREAM_MIN_BYTES` or more (so writing it costs no
+    second and third copy of the weights)."""
+    return _any_external(model) or _initializer_bytes(model) >= STREAM_MIN_BYTES
+
+
+def _any_external(model: ir.Model) -> bool:
+    return any(isinstance(v.const_value, ir.ExternalTensor) for v in model.graph.initializers.values())
 
 
 def _initializer_bytes(model: ir.Model) -> int:
@@ -313,9 +498,12 @@ def fingerprint(model: ir.Model) -> str:
     imports and the model-local functions, with every ``doc_string`` and
     ``metadata_props`` (provenance: file paths and line numbers) cleared, so the same
     graph exported from another checkout, or after editing an unrelated line, gets the
-    same key.
+    same key. Each initializer of the main graph enters as the SHA-256 of its dtype,
+    shape and bytes, read one tensor at a time (memory-mapped for external data), so
+    the fingerprint costs no second copy of the weights and is the same whether they
+    are stored inline or as external data.
     """
-    proto = to_proto(model)
+    proto = _proto_with_digests(model)
     _strip_metadata(proto.graph)
     h = hashlib.sha256()
     for op in sorted((o.domain, o.version) for o in proto.opset_import):
@@ -327,6 +515,47 @@ def fingerprint(model: ir.Model) -> str:
             node.ClearField("doc_string")
         h.update(f.SerializeToString(deterministic=True))
     return h.hexdigest()[:16]
+
+
+def _proto_with_digests(model: ir.Model) -> onnx.ModelProto:
+    """``to_proto(model)`` with every main-graph initializer replaced by a uint8 tensor
+    holding the digest of its content (the model is restored before returning)."""
+    saved: dict[ir.Value, Any] = {}
+    try:
+        for value in model.graph.initializers.values():
+            tensor = value.const_value
+            if tensor is None:
+                continue
+            h = hashlib.sha256(f"{tensor.dtype.name}{list(tensor.shape)}".encode())
+            h.update(_content_bytes(tensor))
+            saved[value] = tensor
+            value.const_value = ir.Tensor(np.frombuffer(h.digest(), np.uint8), name=value.name)
+        proto = to_proto(model)
+    finally:
+        for value, tensor in saved.items():
+            value.const_value = tensor
+    for part in ("initializer", "value_info"):  # their order carries no meaning
+        items = sorted((copy.copy(t) for t in getattr(proto.graph, part)), key=lambda t: t.name)
+        del getattr(proto.graph, part)[:]
+        getattr(proto.graph, part).extend(items)
+    return proto
+
+
+def _content_bytes(tensor: Any) -> Any:
+    """A tensor's content as a bytes-like object (a view, no copy, for numeric tensors).
+
+    Raises:
+        UserError: the stored bytes do not fit the tensor's shape and dtype.
+    """
+    try:
+        arr = tensor.numpy()
+    except (ValueError, OSError) as exc:
+        raise UserError(f"initializer '{tensor.name}': its data does not fit its shape {list(tensor.shape)} and "
+                        f"dtype {tensor.dtype.name} ({str(exc).strip().splitlines()[0] if str(exc) else exc})") \
+            from None
+    if arr.dtype == object:  # a string tensor
+        return b"\0".join(x if isinstance(x, bytes) else str(x).encode() for x in arr.reshape(-1))
+    return memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
 
 
 def _strip_metadata(graph: onnx.GraphProto) -> None:
@@ -558,4 +787,5 @@ class SourceModel:
         return fingerprint(self.model)
 
 
-__all__ += ["SourceModel", "as_written", "upgrade_opset", "source_of", "user_frame", "tensor_bytes", "check", "inline_functions"]
+__all__ += ["SourceModel", "as_written", "upgrade_opset", "source_of", "user_frame", "tensor_bytes", "check",
+            "inline_functions", "prefers_external_data", "STREAM_MIN_BYTES"]

@@ -202,6 +202,8 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
 
         _verify_model_file(job)
         model = ir.load(job.model_path)
+        if _external_bytes(model) <= 1.5 * 2**30:  # stacks that read the model from bytes need it inline
+            ir.external_data.load_to_model(model)
         if job.op_origins:  # user custom ops the model uses, as the parent named them
             from compstack.ops._registry import load_origins
 
@@ -283,12 +285,22 @@ def _pending_stage(lowered: Any, done: Sequence[str], compiled: Any = None) -> s
     return next((n for n in names if n not in done), "")
 
 
+def _external_bytes(model: Any) -> int:
+    """Bytes of the main graph's initializers stored as external data."""
+    import onnx_ir as ir
+
+    return sum(v.const_value.nbytes for v in model.graph.initializers.values()
+               if isinstance(v.const_value, ir.ExternalTensor))
+
+
 def _attach_source(job: Job, target: Any, model: Any) -> None:
     """Give the target the example inputs (input set 0), when it compiles the source's
     framework natively the rebuilt framework program, and, when the job's model is not
     the canonical form, a translated path the canonical form its converters may need."""
     sets = _load_sets(job.inputs_path)
     target.example_inputs = sets[0] if sets and sets[0] else None
+    if hasattr(target, "source_framework"):  # the framework targets name it when they refuse a model
+        target.source_framework = job.source_framework
     _attach_native(job, target, model)
     if job.canonical_path and hasattr(target, "use_canonical_if_needed"):
         from compstack.integrity import check_manifest
@@ -377,7 +389,10 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
     from compstack.inputs import encode_arrays
 
     np.savez(job.outputs_path, **encode_arrays(outputs))
-    if job.latency is not None:
+    if job.latency is not None and not getattr(target, "measures_latency", True):
+        outcome.extra.setdefault("notes", []).append(
+            "no latency: each run starts the framework's own process (seconds of import, not the model's time)")
+    elif job.latency is not None:
         stage("latency")
         try:
             calls = [compiled.prepare(s) for s in inputs]

@@ -14,6 +14,7 @@ The job runs in a worker process like every other job.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Mapping
@@ -21,6 +22,7 @@ from typing import Any, Mapping
 from compstack import ir as cir
 from compstack import targets as registry
 from compstack.config import settings
+from compstack.errors import UserError
 from compstack.inputs import input_sets, save_npz
 from compstack.jobs import Job, pack_sets
 from compstack.runner import Limits, run_isolated
@@ -64,6 +66,9 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
     Returns:
         The manifest (also written to ``out/manifest.json``), with ``status``,
         ``stage`` and ``error`` of the job.
+
+    Raises:
+        UserError: ``out`` (or the temporary folder) ran out of space or refused a write.
     """
     cfg = settings(cache_dir=kw.get("cache_dir"))
     cls = registry.get(target)
@@ -110,5 +115,26 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
         "runs_here": outcome.extra.get("runs_here"),
         "run_reason": outcome.extra.get("run_reason", ""),
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
+    _check_disk(outcome, out)
+    try:
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
+    except OSError as exc:
+        raise UserError(f"-o {out}: cannot write manifest.json ({exc.strerror or exc})") from None
     return manifest
+
+
+#: A job's error that says the disk refused a write: no space, file too large, quota,
+#: read-only file system. That is the user's folder, not the stack, failing.
+_DISK_ERRORS = re.compile(r"\[Errno (28|27|30|122)\] ([^:'\]]+)")
+
+
+def _check_disk(outcome: Any, out: Path) -> None:
+    """Raise UserError when the job failed because a write was refused by the disk.
+
+    Raises:
+        UserError: ``-o OUT: <why> while writing the artifact``.
+    """
+    m = _DISK_ERRORS.search(outcome.error or "") if outcome.status == "failed" else None
+    if m:
+        raise UserError(f"-o {out}: {m.group(2).strip()} while {outcome.target} wrote the artifact and stages "
+                        "(or its temporary files)")

@@ -187,6 +187,20 @@ def print_targets(rows: list[dict[str, Any]], console: Console | None = None) ->
     console.print(table)
 
 
+def print_frontends(rows: list[dict[str, Any]], console: Console | None = None) -> None:
+    """The ``compstack frontends`` table (rows of :func:`compstack.frontends.registry.frontend_rows`)."""
+    console = console or _console()
+    table = Table(title="frontends")
+    for col in ("frontend", "available", "versions", "exporter", "python", "accepts / reason"):
+        table.add_column(col)
+    for r in rows:
+        state = "[green]yes[/]" if r["available"] else "[red]no[/]"
+        text = r["accepts"] if r["available"] else r["reason"]
+        table.add_row(r["name"], state, ", ".join(f"{k} {v}" for k, v in r["versions"].items()), r["exporter"],
+                      escape(r["python"]), escape(text))
+    console.print(table)
+
+
 def print_zoo(rows: list[dict[str, Any]], console: Console | None = None) -> None:
     console = console or _console()
     table = Table(title="zoo")

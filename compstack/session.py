@@ -171,7 +171,8 @@ def _store_model(model: Any, fp: str, cache_dir: Path, kind: str = "") -> Path:
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
-        cir.save(model, staging / "model.onnx")
+        cir.save(model, staging / "model.onnx", external_data=cir.prefers_external_data(model) or None,
+                 data_name="model.onnx.data")  # large weights streamed, not copied in memory
         write_manifest(staging, sorted(staging.iterdir()), {"fingerprint": fp})
         try:
             os.rename(staging, folder)

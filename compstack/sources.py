@@ -21,18 +21,24 @@ __all__ = ["DEFAULT_MODEL", "resolve_model"]
 DEFAULT_MODEL = "zoo:cnn"
 
 
-def resolve_model(spec: str, cache_dir: Path | None = None, partial: bool = False) -> SourceModel:
+def resolve_model(spec: str, cache_dir: Path | None = None, timeout_s: float | None = None,
+                  memory_mb: int = 0, partial: bool = False) -> SourceModel:
     """Import the model named by ``spec``.
 
     Args:
-        spec: see the module docstring.
-        cache_dir: the zoo's cache folder.
+        spec: ``zoo:NAME``, ``file.onnx`` or ``file.py:function``.
+        cache_dir: the cache folder (zoo exports).
+        timeout_s: when given, a ``file.py:function`` runs in a worker process under this
+            wall-clock limit and ``memory_mb`` (see :mod:`compstack.frontends._pyworker`);
+            None runs it in this process.
+        memory_mb: resident-memory limit of that worker, MiB (0: none).
         partial: a ``file.py:function`` JAX program whose jaxpr does not convert to the
             common IR is returned with ``import_error`` set instead of raising (``compare``
             and ``run`` still run its native XLA path).
 
     Raises:
-        UserError: unknown zoo name, missing or malformed file, bad ``file.py:function``.
+        UserError: unknown zoo name, missing or malformed file, bad ``file.py:function``
+            (or one that passes its limits).
     """
     if spec.startswith("zoo:"):
         from compstack import zoo
@@ -43,13 +49,26 @@ def resolve_model(spec: str, cache_dir: Path | None = None, partial: bool = Fals
         return source
     path_part, sep, func = spec.rpartition(":")
     if sep and path_part.endswith(".py"):
-        from compstack.frontends.from_pyfile import import_pyfile
+        from compstack.frontends.from_pyfile import import_pyfile, parse_spec
 
-        source = import_pyfile(spec, partial=partial)
+        if timeout_s is None:
+            source = import_pyfile(spec, partial=partial)
+        else:
+            from compstack.frontends._pyworker import import_isolated
+
+            path, _ = parse_spec(spec)  # the cheap checks stay in this process
+            if not path.exists():
+                raise UserError(f"{path}: no such file")
+            if not path.is_file():
+                raise UserError(f"{path}: not a file")
+            source = import_isolated(spec, timeout_s, memory_mb, partial=partial)
         source.spec = f"{Path(path_part).resolve()}:{func}"
         return source
     if spec.endswith(".py"):
         raise UserError(f"{spec}: a Python model needs a function: {spec}:build")
+    if sep and func.isidentifier() and Path(path_part).is_file() and not Path(spec).exists():
+        raise UserError(f"{spec}: {path_part} is not a .py file (a Python model is FILE.py:FUNCTION; "
+                        "an ONNX model is a .onnx file)")
     from compstack import ir as cir
 
     proto = cir.load_proto(spec)

@@ -95,8 +95,12 @@ class TargetOptions:
                     kwargs[key] = raw.lower() in ("1", "true", "yes")
                 elif isinstance(default, int):
                     kwargs[key] = int(raw)
+                    if not -2**31 <= kwargs[key] < 2**31:  # every stack takes these as C ints
+                        raise UserError(f"{prefix}{key}={raw}: out of range (a 32-bit integer)")
                 elif isinstance(default, float):
                     kwargs[key] = float(raw)
+                    if not math.isfinite(kwargs[key]):
+                        raise UserError(f"{prefix}{key}={raw}: expected a finite number")
                 elif isinstance(default, tuple):
                     kwargs[key] = tuple(s for s in raw.split(",") if s)
                 else:

@@ -77,11 +77,34 @@ def tool_settings() -> ToolSettings:
     """Read ``COMPSTACK_SAVE_TEMPS`` and ``COMPSTACK_TOOL_*`` from the environment, once.
 
     Tests that change the environment call ``tool_settings.cache_clear()``.
+
+    Raises:
+        UserError: ``COMPSTACK_SAVE_TEMPS`` names a file or a folder that cannot be written.
     """
     temps = os.environ.get("COMPSTACK_SAVE_TEMPS")
     overrides = {k[len(_ENV_PREFIX):]: Path(v).expanduser()
                  for k, v in os.environ.items() if k.startswith(_ENV_PREFIX) and v}
-    return ToolSettings(Path(temps).expanduser().resolve() if temps else None, overrides)
+    folder = Path(temps).expanduser().resolve() if temps else None
+    if folder is not None:
+        _check_temps(folder, temps or "")
+    return ToolSettings(folder, overrides)
+
+
+def _check_temps(folder: Path, raw: str) -> None:
+    """``COMPSTACK_SAVE_TEMPS`` must name a folder compstack can create and write.
+
+    Raises:
+        UserError: it is a file, or it cannot be created or written.
+    """
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"COMPSTACK_SAVE_TEMPS={raw}: not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".compstack-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"COMPSTACK_SAVE_TEMPS={raw}: folder not writable ({exc.strerror or exc})") from None
 
 
 # ---- finding tools ----------------------------------------------------------------

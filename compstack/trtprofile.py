@@ -148,12 +148,18 @@ class ProfileReport:
 
 def _read_json(path: str | Path, flag: str) -> Any:
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise UserError(f"{flag} {p}: no such file")
+    if not p.is_file():
+        raise UserError(f"{flag} {p}: not a regular file (a folder, FIFO or device)")
     try:
         return json.loads(p.read_text(encoding="utf-8", errors="replace"))
     except json.JSONDecodeError as exc:
         raise UserError(f"{flag} {p}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise UserError(f"{flag} {p}: JSON nested too deeply to be a trtexec file") from None
+    except OSError as exc:
+        raise UserError(f"{flag} {p}: cannot read ({exc.strerror or exc})") from None
 
 
 def _number(value: Any, what: str) -> float:
@@ -162,7 +168,7 @@ def _number(value: Any, what: str) -> float:
     return float(value)
 
 
-def load_profile(path: str | Path) -> tuple[int, list[LayerRow]]:
+def load_profile(path: str | Path, flag: str = "--profile") -> tuple[int, list[LayerRow]]:
     """Read a trtexec ``--exportProfile`` file.
 
     Returns:
@@ -172,8 +178,8 @@ def load_profile(path: str | Path) -> tuple[int, list[LayerRow]]:
     Raises:
         UserError: missing file, invalid JSON, not the profile layout, or no layers.
     """
-    data = _read_json(path, "--profile")
-    where = f"--profile {path}"
+    data = _read_json(path, flag)
+    where = f"{flag} {path}"
     if not isinstance(data, list):
         raise UserError(f"{where}: expected a JSON list (trtexec --exportProfile), got {type(data).__name__}")
     count = 0
@@ -203,26 +209,43 @@ def load_profile(path: str | Path) -> tuple[int, list[LayerRow]]:
     return count, rows
 
 
-def load_layer_info(path: str | Path) -> dict[str, dict[str, Any]]:
+def load_layer_info(path: str | Path, flag: str = "--layer-info") -> dict[str, dict[str, Any]]:
     """Read a trtexec ``--exportLayerInfo`` file: layer name -> layer object.
 
     Layers given as bare names (``layer_names_only`` verbosity) become ``{"Name": n}``.
 
     Raises:
-        UserError: missing file, invalid JSON, or no ``Layers`` list.
+        UserError: missing or non-regular file, invalid or too deeply nested JSON, no
+            ``Layers`` list, or a layer whose ``Inputs``/``Outputs``/``Metadata`` have
+            the wrong type.
     """
-    data = _read_json(path, "--layer-info")
+    data = _read_json(path, flag)
     layers = data.get("Layers") if isinstance(data, dict) else None
     if not isinstance(layers, list):
-        raise UserError(f"--layer-info {path}: expected an object with a 'Layers' list "
+        raise UserError(f"{flag} {path}: expected an object with a 'Layers' list "
                         "(trtexec --exportLayerInfo)")
     out: dict[str, dict[str, Any]] = {}
     for item in layers:
         if isinstance(item, str):
             out[item] = {"Name": item}
         elif isinstance(item, dict) and isinstance(item.get("Name"), str):
+            _check_layer(item, f"{flag} {path}: layer {item['Name']!r}")
             out[item["Name"]] = item
     return out
+
+
+def _check_layer(layer: dict[str, Any], where: str) -> None:
+    """The fields the mapping reads have the engine inspector's types.
+
+    Raises:
+        UserError: ``Inputs``/``Outputs`` not a list, ``Metadata``/``LayerType`` not a string.
+    """
+    for key in ("Inputs", "Outputs"):
+        if key in layer and layer[key] is not None and not isinstance(layer[key], list):
+            raise UserError(f"{where}: '{key}' is {type(layer[key]).__name__}, expected a list of tensors")
+    for key in ("Metadata", "LayerType"):
+        if key in layer and layer[key] is not None and not isinstance(layer[key], str):
+            raise UserError(f"{where}: '{key}' is {type(layer[key]).__name__}, expected a string")
 
 
 def metadata_nodes(metadata: str) -> list[str]:

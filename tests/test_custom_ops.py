@@ -216,7 +216,8 @@ def test_kernel_status_is_an_error_not_a_crash(kernels: KernelLibrary) -> None:
                     [(x.ctypes.data, (2, 4), "float32")], {})
 
 
-@pytest.mark.parametrize("target", ["reference", "ort-cpu", "tvm-llvm", "iree-llvm-cpu", "xla-cpu", "inductor-cpu"])
+@pytest.mark.parametrize("target", ["reference", "ort-cpu", "tvm-llvm", "iree-llvm-cpu", "xla-cpu", "inductor-cpu",
+                                    "torchscript-cpu"])
 def test_every_stack_runs_rms_norm_like_the_reference(kernels: KernelLibrary, target: str) -> None:
     """Each declared dtype x 5 shapes (size-1 and odd sizes), random inputs."""
     rows = run_target(target, ops.get("compstack::rms_norm"), {"epsilon": 1e-5}, seed=3)

@@ -2,7 +2,7 @@
 
 The headline case is real: TVM 0.27's ONNX frontend ignores ConvTranspose's
 ``output_shape`` attribute (the conformance case ``test_convtranspose_output_shape`` is
-in its XFAIL file), placed in the middle of a 25-node model. The other faults are made
+in its XFAIL file), placed in the middle of a 30-node model. The other faults are made
 on purpose by the test-only targets of ``tests/faulty.py``.
 """
 
@@ -106,8 +106,8 @@ def test_verdict_tells_imprecise_from_wrong() -> None:
 
 
 def test_explain_finds_reduces_attributes_and_bundles_a_real_tvm_bug(tmp_path: Path) -> None:
-    model = _deconv_model()
-    assert len(model.graph.node) == 25
+    model = _deconv_model(15, 14)
+    assert len(model.graph.node) == 30
     others = ["ort-cpu", "iree-llvm-cpu", "xla-cpu", *(["openvino-cpu"] if "openvino-cpu" in registry.names() else [])]
     rep = explain(model, {"x": _x((1, 1, 3, 3))}, ["tvm-llvm", *others], keep="tvm-llvm!=ref", out_dir=tmp_path / "bug")
     assert rep["found"] and rep["target"] == "tvm-llvm"
@@ -135,6 +135,20 @@ def test_explain_finds_reduces_attributes_and_bundles_a_real_tvm_bug(tmp_path: P
         assert done.returncode == 0 and "no mismatch" in done.stdout, (other, done.stdout, done.stderr[-2000:])
     again = replay(bundle)
     assert again["reproduces"] and again["target"] == "tvm-llvm"
+    # a repro that cannot run (the stack missing) exits 2, never 1 ("reproduced")
+    blocked = "import runpy, sys; sys.modules['tvm'] = None; runpy.run_path(sys.argv[1], run_name='__main__')"
+    done = subprocess.run([sys.executable, "-P", "-c", blocked, str(bundle / "repro_tvm-llvm.py")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 2 and "could not run" in done.stdout
+
+
+def test_keep_a_disagreement_between_two_stacks() -> None:
+    rep = explain(_deconv_model(4, 4), {"x": _x((1, 1, 3, 3))}, ["tvm-llvm", "ort-cpu"], keep="tvm-llvm!=ort-cpu",
+                  steps="reduce")
+    assert rep["found"] and rep["keep"] == "tvm-llvm!=ort-cpu"
+    assert rep["reduce"]["ops"] == ["ConvTranspose"]
+    same = explain(_deconv_model(4, 4), {"x": _x((1, 1, 3, 3))}, ["ort-cpu", "xla-cpu"], keep="ort-cpu!=xla-cpu")
+    assert not same["found"]
 
 
 def test_explain_ort_agrees_on_the_same_model() -> None:
@@ -153,6 +167,8 @@ def test_wrong_op_in_a_30_node_model_is_named_and_reduced_to_it() -> None:
     assert rep["bisect"]["node"]["name"] == "n17_Sin" and rep["bisect"]["kind"] == "op"
     assert rep["bisect"]["compiles"] <= 7  # ceil(log2 30) + 2
     assert rep["reduce"]["ops"] == ["Sin"]
+    # the second pass: Sin still differs on an all-ones input (sin 1 != cos 1)
+    assert rep["simplify"]["steps"] == ["input t16: all ones"]
     # ORT with its optimiser off is still wrong (the fault is in "lowering"): the stack
     assert rep["attribution"]["culprit"] == "stack"
 
@@ -198,6 +214,36 @@ def test_ort_reports_the_transformers_that_changed_a_model() -> None:
     off = OrtCpuTarget(OrtOptions(disabled_optimizers=("ConvActivationFusion",)))
     assert "ConvActivationFusion" not in off.applied_passes(model)
     assert "FusedConv" not in off.lower(model).compile().as_text("optimized")
+
+
+def test_tvm_reports_the_passes_that_changed_a_model_and_disables_them() -> None:
+    from compstack import ir as cir
+    from compstack.targets.relax import TvmLlvmTarget, TvmOptions
+
+    model = cir.canonicalize(_chain(["Add", "Relu", "Mul", "Tanh"]), source="chain")
+    applied = TvmLlvmTarget().applied_passes(model)
+    assert "FuseOps" in applied and "LegalizeOps" in applied  # TVM's own pass instrument
+    off = TvmLlvmTarget(TvmOptions(disabled_passes=("FuseOps",)))
+    assert "FuseOps" not in off.applied_passes(model)
+    compiled = off.lower(model).compile()
+    x = _x((4, 8))
+    want = explain(_chain(["Add", "Relu", "Mul", "Tanh"]), {"x": x}, ["tvm-llvm"],
+                   target_options={"tvm-llvm": {"disabled_passes": "FuseOps"}})
+    assert not want["found"] and compiled.run({"x": x})
+
+
+def test_xla_reports_the_hlo_passes_that_changed_a_model_and_disables_them() -> None:
+    from compstack import ir as cir
+    from compstack.targets.xla import XlaCpuTarget, XlaOptions
+
+    model = cir.canonicalize(_chain(["Add", "Relu", "Mul", "Tanh"]), source="chain")
+    on, off = XlaCpuTarget(), XlaCpuTarget(XlaOptions(disable_hlo_passes=("fusion",)))
+    on.example_inputs = off.example_inputs = {"x": _x((4, 8))}
+    assert "fusion" in on.applied_passes(model)  # XLA's own per-pass dump
+    assert "fusion" not in off.applied_passes(model)
+    rep = explain(_chain(["Add", "Relu", "Mul", "Tanh"]), {"x": _x((4, 8))}, ["xla-cpu"],
+                  target_options={"xla-cpu": {"disable_hlo_passes": "fusion"}})
+    assert not rep["found"]  # still right without fusion
 
 
 def test_translation_bug_is_attributed_to_compstack() -> None:
@@ -272,6 +318,43 @@ def test_cli_explain_bisect_reduce_and_replay(tmp_path: Path) -> None:
     assert (tmp_path / "bug" / "repro_ort-cpu.py").is_file()  # every target gets its repro
     done = _cli("explain", "--replay", "bug", cwd=tmp_path)
     assert done.returncode == 0 and "the discrepancy reproduces" in done.stdout
+
+
+def test_zero_node_model_has_nothing_to_explain() -> None:
+    graph = helper.make_graph([], "passthru", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])])
+    rep = explain(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                  {"x": np.ones(2, np.float32)}, ["ort-cpu"])
+    assert not rep["found"] and "no nodes" in rep["summary"]
+
+
+def test_bundle_folder_with_other_files_is_never_touched(tmp_path: Path) -> None:
+    onnx.save(_deconv_model(2, 2), str(tmp_path / "model.onnx"))
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("precious")
+    for out in ("mine", "."):
+        done = _cli("explain", "model.onnx", "--targets", "tvm-llvm", "-o", out, cwd=tmp_path)
+        assert done.returncode == 2 and "not empty" in done.stderr, done.stderr
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "precious" and (tmp_path / "model.onnx").is_file()
+
+
+@pytest.mark.parametrize("flags,model,needle", [
+    ({}, True, "malformed bundle"),
+    ({"tvm-llvm": 5}, True, "malformed bundle"),
+    ({"tvm-llvm": {"options": {}}}, False, "unreadable bundle"),
+])
+def test_replay_of_a_malformed_bundle_is_one_line(tmp_path: Path, flags: dict, model: bool, needle: str) -> None:
+    b = tmp_path / "b"
+    b.mkdir()
+    if model:
+        onnx.save(_deconv_model(1, 1), str(b / "model.onnx"))
+    else:
+        (b / "model.onnx").write_bytes(b"garbage")
+    np.savez(b / "inputs.npz", x=_x((1, 1, 3, 3)))
+    (b / "explain.json").write_text(json.dumps({"target": "tvm-llvm"}))
+    (b / "flags.json").write_text(json.dumps(flags))
+    done = _cli("explain", "--replay", "b", cwd=tmp_path)
+    assert done.returncode == 2 and needle in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -82,3 +82,10 @@ def test_translated_path_says_it_needed_the_canonical_form(isolated_env: Path) -
     assert ind["flags"]["model_opset"] >= 20 and "Resize (opset 10)" in ind["flags"]["model_form_reason"]
     saved = np.load(outs)
     np.testing.assert_array_equal(saved["inductor-cpu::y"], saved["ort-cpu::y"])
+
+
+def test_dump_shows_the_stack_the_model_as_written(isolated_env: Path) -> None:
+    model = make_mlp(isolated_env / "mlp13.onnx", opset=13)
+    proc = run_cli("dump", str(model), "--target", "ort-cpu", "--stage", "onnx")
+    assert proc.returncode == 0, proc.stderr
+    assert "ai.onnx:13" in proc.stdout.splitlines()[0]

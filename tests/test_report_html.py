@@ -218,3 +218,21 @@ def test_run_where_nothing_ran(tmp_path: Path) -> None:
     assert "<svg" not in page and 'data-status="unavailable"' in page
     assert "no target has latency in this run" in page and "no target compiled in this run" in page
     assert "no conformance run in this database" in page
+
+
+def test_interrupted_run_says_so(tmp_path: Path) -> None:
+    from compstack.report.html import load_run, render
+    from compstack.results import Report, Result, ResultsDB
+
+    db = ResultsDB(tmp_path / "db.sqlite")
+    report = Report(model={"name": "m", "fingerprint": "f"}, reference={"target": "reference"})
+    db.run_status(report, "running")
+    db.add(report, Result(target="ort-cpu", status="ok"))
+    db.run_status(report, "interrupted")
+    empty = Report(model={"name": "m2", "fingerprint": "g"}, reference={"target": "reference"}, started=report.started + 1)
+    db.run_status(empty, "interrupted")  # stopped before its first row
+    db.close()
+    page = render(load_run(tmp_path / "db.sqlite", report.run_id))
+    assert 'id="run-status"' in page and "this run was interrupted" in page
+    assert load_run(tmp_path / "db.sqlite").run_id == empty.run_id  # the newest run, though it has no row
+    assert "this run was interrupted" in render(load_run(tmp_path / "db.sqlite", empty.run_id))

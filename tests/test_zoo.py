@@ -63,10 +63,11 @@ def test_load_leaves_the_callers_rng_alone(tmp_path) -> None:
 
 def test_names_and_unknown() -> None:
     assert zoo.names() == ["mlp", "cnn", "bert", "gpt2", "llama", "vit", "minilm",
-                           "jax-mlp", "jax-transformer", "jax-cnn"]
+                           "jax-mlp", "jax-transformer", "jax-cnn", "tf-cnn", "paddle-mlp", "ms-mlp"]
     assert "GQA" in zoo.describe("zoo:llama")
     with pytest.raises(UserError, match=r"^unknown zoo model 'resnet9000' \(known: mlp, cnn, "
-                                        r"bert, gpt2, llama, vit, minilm, jax-mlp, jax-transformer, jax-cnn\)$"):
+                                        r"bert, gpt2, llama, vit, minilm, jax-mlp, jax-transformer, jax-cnn, tf-cnn, "
+                                        r"paddle-mlp, ms-mlp\)$"):
         zoo.load("resnet9000")
 
 

@@ -234,10 +234,19 @@ def store(report: SuiteReport, db: Path) -> None:
 
 
 def trend(db: Path) -> list[dict[str, Any]]:
-    """Pass rate per target per stored run, oldest first."""
+    """Pass rate per target per stored run, oldest first.
+
+    Raises:
+        UserError: ``db`` is not a file, not an SQLite database, or cannot be read.
+    """
     if not db.exists():
         return []
-    conn = sqlite3.connect(str(db))
+    if not db.is_file():
+        raise UserError(f"--db {db}: not a regular file")
+    try:
+        conn = sqlite3.connect(str(db))
+    except sqlite3.Error as exc:
+        raise UserError(f"--db {db}: cannot open results database: {exc}") from None
     try:
         conn.executescript(_SCHEMA)
         cur = conn.execute("SELECT run_id, created, target, version, total, passed, selection_json "
@@ -245,6 +254,10 @@ def trend(db: Path) -> list[dict[str, Any]]:
         rows = [{"run_id": r[0], "created": r[1], "target": r[2], "version": r[3], "total": r[4], "passed": r[5],
                  "pass_rate": (r[5] / r[4]) if r[4] else 0.0, "selection": json.loads(r[6] or "{}")}
                 for r in cur.fetchall()]
+    except sqlite3.Error as exc:
+        raise UserError(f"--db {db}: not a readable results database ({exc})") from None
+    except (TypeError, ValueError) as exc:  # a table of that name with other contents
+        raise UserError(f"--db {db}: its conformance_runs table is not compstack's ({exc})") from None
     finally:
         conn.close()
     return rows

@@ -123,7 +123,7 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
     from compstack.errors import UserError
     from compstack.explain.attribute import attribute
     from compstack.explain.bundle import write_bundle
-    from compstack.explain.core import Explainer
+    from compstack.explain.core import Explainer, simplify
     from compstack.explain.evaluate import Evaluator
     from compstack.explain.graph import reference_values
     from compstack.explain.keep import Clause, parse_keep
@@ -132,6 +132,10 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
     t0 = time.monotonic()
     targets = list(dict.fromkeys(targets))
     clauses = parse_keep(keep, targets) if keep else [Clause(t, "!=", "ref") for t in targets]
+    if not proto.graph.node:
+        return {"model": model_name, "nodes": 0, "targets": targets, "found": False, "undefined": [],
+                "verdicts": {}, "status": {}, "keep": keep or "", "compiles": 0, "seconds": time.monotonic() - t0,
+                "summary": "the graph has no nodes (every output is a graph input): nothing a stack computes"}
     try:
         ref = reference_values(proto, feeds)
     except Exception as exc:  # noqa: BLE001 - the oracle cannot run the model: nothing to judge against
@@ -188,6 +192,16 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
                             "nodes": [n.name or n.op_type for n in kept], "ops": [n.op_type for n in kept]}
         say(f"reduced {len(proto.graph.node)} -> {r.nodes_after} node(s) in {r.compiles} compiles")
         if steps == "all":
+            say("simplifying attributes and inputs of the reduced model")
+            simple = simplify(ex, r.piece)
+            report["simplify"] = {"steps": simple.steps, "compiles": simple.compiles}
+            if simple.steps:
+                say("  " + "; ".join(simple.steps))
+                r.piece = _replace(r.piece, simple)
+                ex = _rebase(ex, r.piece, simple)
+                again = ex.whole()
+                report["reduced_verdicts"] = {t: {o: v.to_dict() for o, v in vs.items()}
+                                              for t, vs in again.verdicts.items()}
             say("attributing")
             report["attribution"] = _jsonable(attribute(ex, r.piece, target))
         report["title"] = _title(target, kept, report)
@@ -201,6 +215,25 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
         report["reduced"] = r.piece.model
         report.update(compiles=ev.compiles, seconds=time.monotonic() - t0)
     return {k: (_jsonable(v) if k != "reduced" else v) for k, v in report.items()}
+
+
+def _replace(p: Any, simple: Any) -> Any:
+    """The reduced piece with the simplified model (same node indices, inputs, outputs)."""
+    from compstack.explain.graph import Piece
+
+    return Piece(simple.model, list(range(len(simple.model.graph.node))), list(p.inputs), list(p.outputs))
+
+
+def _rebase(ex: Any, p: Any, simple: Any) -> Any:
+    """An explainer over the simplified model alone: its reference values are the
+    simplified model's own (attribution and the bundle judge against those)."""
+    from compstack.explain.core import Explainer
+
+    sub = Explainer(simple.model, simple.feeds, ex.clauses, ex.evaluator, ex.target_options, ex.rtol, ex.atol,
+                    ex.deadline)
+    sub.all_targets = ex.all_targets
+    sub.failure = dict(ex.failure)
+    return sub
 
 
 def _outputs(proto: onnx.ModelProto) -> list[str]:

@@ -11,11 +11,14 @@ checking whether the discrepancy is still there:
    ``--iree-opt-level=O0``, XLA ``--xla_backend_optimization_level=0``). Right then
    means an optimisation introduced it; still wrong means the stack's frontend, code
    generation or runtime.
-3. **which pass**: where the stack switches passes off by name (``Target.pass_option``,
-   ORT's ``disabled_optimizers``) and says which passes changed the model
-   (``Target.applied_passes``: ORT's own log of each graph transformer that modified the
-   graph), each such pass is switched off alone; the one whose removal makes the result
-   agree is named.
+3. **which pass**: where the stack switches passes off by name (``Target.pass_option``:
+   ORT ``disabled_optimizers``, TVM ``disabled_passes`` -> ``PassContext(disabled_pass)``,
+   XLA ``disable_hlo_passes`` -> ``xla_disable_hlo_passes``) and says which passes changed
+   the model (``Target.applied_passes``: ORT's own log of each graph transformer that
+   modified the graph, TVM's pass instrument, XLA's per-pass dump), each such pass is
+   switched off alone, in the order the stack applied them; the one whose removal makes
+   the result agree is named. Precision knobs (fast-math, FMA contraction) are not
+   searched yet.
 4. **the op alone vs in context** comes from bisect (an op that is wrong alone is an
    op bug; right alone but wrong in context is an interaction: fusion, layout).
 
@@ -24,13 +27,18 @@ Where a stack has no switch the report says which question could not be asked.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from compstack.explain.evaluate import Run
 from compstack.explain.graph import Piece, feeds_for
 
-__all__ = ["Attribution", "attribute"]
+__all__ = ["Attribution", "attribute", "MAX_PASSES"]
+
+#: Passes tried one by one (the first that changed the model, in pipeline order): TVM's
+#: TIR pipeline alone has a hundred, most of which cannot be switched off.
+MAX_PASSES = 25
 
 
 @dataclass
@@ -115,8 +123,10 @@ def _find_pass(explainer: Any, cls: Any, target: str, opts: dict[str, str], p: P
     option = getattr(cls, "pass_option", "")
     if not option:
         return ""
-    names = explainer.evaluator.passes(Run.of(target, opts), p.model) or []
+    names = (explainer.evaluator.passes(Run.of(target, opts), p.model) or [])[:MAX_PASSES]
     for name in names:
+        if time.monotonic() > explainer.deadline:
+            break
         prior = [x for x in opts.get(option, "").split(",") if x]
         res = _check(explainer, Run.of(target, {**opts, option: ",".join([*prior, name])}), p, target)
         checks.append(res)

@@ -32,7 +32,39 @@ from onnx import numpy_helper
 
 from compstack.explain.graph import Piece, feeds_for
 
-__all__ = ["write_bundle", "read_bundle"]
+__all__ = ["BUNDLE_ENTRIES", "check_bundle_dir", "write_bundle", "read_bundle"]
+
+#: What a bundle folder holds: the only entries a new bundle replaces in an old one.
+BUNDLE_ENTRIES = ("model.onnx", "test_data_set_0", "inputs.npz", "outputs", "stages", "artifact", "versions.json",
+                  "flags.json", "explain.json", "ISSUE.md")
+
+
+def check_bundle_dir(folder: Path) -> None:
+    """``-o DIR`` must be new, empty, or an earlier bundle (only its bundle entries are
+    replaced): a folder with anything else in it is never touched.
+
+    Raises:
+        UserError: ``folder`` is a file, or a non-empty folder that is not a bundle.
+    """
+    from compstack.errors import UserError
+
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"-o {folder}: not a folder")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / "explain.json").is_file():
+        raise UserError(f"-o {folder}: the folder is not empty and holds no earlier bundle; give a new or empty "
+                        "folder (nothing in it was touched)")
+
+
+def _clear(folder: Path) -> None:
+    """Remove an earlier bundle's entries (and its repro scripts), nothing else."""
+    for name in BUNDLE_ENTRIES:
+        p = folder / name
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        elif p.exists() or p.is_symlink():
+            p.unlink()
+    for p in folder.glob("repro_*.py"):
+        p.unlink()
 
 
 def _tensor_files(folder: Path, prefix: str, arrays: list[tuple[str, np.ndarray]]) -> None:
@@ -61,8 +93,9 @@ def write_bundle(folder: Path, explainer: Any, p: Piece, report: dict[str, Any])
     from compstack import targets as registry
     from compstack.explain.repro import repro_script
 
+    check_bundle_dir(folder)
     if folder.exists():
-        shutil.rmtree(folder)
+        _clear(folder)
     (folder / "test_data_set_0").mkdir(parents=True)
     ref = explainer.ref
     onnx.save(p.model, str(folder / "model.onnx"))
@@ -119,7 +152,9 @@ def _issue(report: dict[str, Any], p: Piece, versions: dict[str, Any], flags: di
     lines += ["", "## Model", "",
               f"`model.onnx`: {len(p.model.graph.node)} node(s) ({ops}), reduced by compstack from "
               f"{report.get('reduce', {}).get('nodes_before', '?')} nodes of `{report.get('model', '?')}`; "
-              "its inputs are the values the original model computed at the cut.", "",
+              "its inputs are the values the original model computed at the cut"
+              + (", then simplified while the discrepancy held: " + "; ".join(report["simplify"]["steps"])
+                 if (report.get("simplify") or {}).get("steps") else "") + ".", "",
               "## Steps to reproduce", ""]
     for t, r in repros.items():
         lines.append(f"- `python {r}`" if r.endswith(".py") else f"- {t}: {r}")
@@ -160,10 +195,13 @@ def read_bundle(folder: Path) -> dict[str, Any]:
         report = json.loads((folder / "explain.json").read_text())
         flags = json.loads((folder / "flags.json").read_text())
         model = onnx.load(str(folder / "model.onnx"))
+        onnx.checker.check_model(model)
         with np.load(folder / "inputs.npz", allow_pickle=False) as data:
             feeds = {k: data[k] for k in data.files}
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{folder}: unreadable bundle ({exc})") from None
-    if not isinstance(flags, dict) or not isinstance(report, dict):
-        raise UserError(f"{folder}: malformed bundle (flags.json / explain.json)")
+    except Exception as exc:  # noqa: BLE001 - protobuf DecodeError, checker errors, zip errors: all "unreadable"
+        raise UserError(f"{folder}: unreadable bundle ({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+    if not isinstance(flags, dict) or not isinstance(report, dict) or not flags \
+            or not all(isinstance(k, str) and isinstance(v, dict) and isinstance(v.get("options", {}), dict)
+                       for k, v in flags.items()):
+        raise UserError(f"{folder}: malformed bundle (flags.json must map each target to its options)")
     return {"model": model, "feeds": feeds, "report": report, "flags": flags}

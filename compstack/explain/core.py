@@ -32,7 +32,7 @@ from compstack.explain.graph import Piece, ReferenceValues, describe, feeds_for,
 from compstack.explain.keep import Clause
 from compstack.explain.verdict import Verdict, judge
 
-__all__ = ["Check", "Explainer", "BisectResult", "ReduceResult"]
+__all__ = ["Check", "Explainer", "BisectResult", "ReduceResult", "Simplified", "simplify"]
 
 
 @dataclass
@@ -330,6 +330,86 @@ class Explainer:
         final = piece(self.proto, keep, self.ref)
         return ReduceResult(final, len(nodes), len(keep), self.evaluator.compiles - c0, time.perf_counter() - t0,
                             complete, cache.get(tuple(keep)))
+
+
+@dataclass
+class Simplified:
+    """The reduced model after the second reduction pass (attributes, input values).
+
+    Attributes:
+        model: the simplified model (valid ONNX; it still keeps the property).
+        feeds: its inputs.
+        steps: what was changed, one line each (``Conv: attribute strides dropped``).
+        compiles: evaluations used.
+    """
+
+    model: onnx.ModelProto
+    feeds: dict[str, np.ndarray]
+    steps: list[str] = field(default_factory=list)
+    compiles: int = 0
+
+
+def _valid(model: onnx.ModelProto) -> bool:
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception:  # noqa: BLE001 - an invalid candidate is simply not taken
+        return False
+    return True
+
+
+def simplify(explainer: Explainer, p: Piece) -> Simplified:
+    """Second ddmin pass on the reduced piece (after the nodes): drop each optional
+    attribute (the op then uses its documented default), and replace each float input by all-ones, then
+    all-zeros; keep a change when the model stays valid and the property still holds
+    (judged against the reference of the *changed* model). One compile per candidate,
+    stopped at the explainer's deadline.
+    """
+    import copy
+
+    from onnx import defs
+
+    c0 = explainer.evaluator.compiles
+    model, feeds = copy.deepcopy(p.model), feeds_for(p, explainer.ref)
+    steps: list[str] = []
+
+    def holds(m: onnx.ModelProto, f: dict[str, np.ndarray]) -> bool:
+        if time.monotonic() > explainer.deadline or not _valid(m):
+            return False
+        try:
+            sub = Explainer(m, f, explainer.clauses, explainer.evaluator, explainer.target_options,
+                            explainer.rtol, explainer.atol)
+        except Exception:  # noqa: BLE001 - the reference cannot run the candidate: not taken
+            return False
+        return sub.whole().holds
+
+    opsets = {o.domain: o.version for o in model.opset_import}
+    for i, node in enumerate(model.graph.node):
+        try:
+            schema = defs.get_schema(node.op_type, opsets.get(node.domain, opsets.get("", 1)), node.domain)
+        except Exception:  # noqa: BLE001 - a custom op has no ONNX schema
+            continue
+        for attr in list(node.attribute):
+            spec = schema.attributes.get(attr.name)
+            if spec is None or spec.required:
+                continue
+            trial = copy.deepcopy(model)
+            kept = [a for a in trial.graph.node[i].attribute if a.name != attr.name]
+            del trial.graph.node[i].attribute[:]
+            trial.graph.node[i].attribute.extend(kept)
+            if holds(trial, feeds):
+                model = trial
+                steps.append(f"{node.name or node.op_type}: attribute {attr.name} dropped (the op's default)")
+    for name in list(feeds):
+        arr = feeds[name]
+        if arr.dtype.kind != "f" or arr.size <= 1:
+            continue
+        for label, value in (("ones", np.ones_like(arr)), ("zeros", np.zeros_like(arr))):
+            trial_feeds = {**feeds, name: value}
+            if holds(model, trial_feeds):
+                feeds = trial_feeds
+                steps.append(f"input {name}: all {label}")
+                break
+    return Simplified(model, feeds, steps, explainer.evaluator.compiles - c0)
 
 
 def _split(items: list[int], n: int) -> list[list[int]]:

@@ -21,11 +21,22 @@ __all__ = ["repro_script"]
 _PRELUDE = '''#!/usr/bin/env python3
 """Reproduce: {title}
 
-Needs only {needs}, numpy and onnx. Exit status 1 when the mismatch reproduces.
+Needs only {needs}, numpy and onnx. Exit status 1 when the mismatch reproduces, 0 when
+it does not, 2 when the script could not run (a stack missing, an exception).
 """
 import glob
 import os
 import sys
+
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
+
+
+def _could_not_run(kind, exc, tb):  # exit 2, not Python's 1: 1 means the mismatch reproduced
+    print(f"could not run: {{kind.__name__}}: {{exc}}", flush=True)
+    os._exit(2)
+
+
+sys.excepthook = _could_not_run
 
 import numpy as np
 import onnx

@@ -89,7 +89,11 @@ def judge(out: Any, ref64: Any, ref32: Any, rtol: float = 1e-3, atol: float = 1e
     if o.dtype.kind in "biu" or r64.dtype.kind in "biu" or o.dtype == object:
         same = bool(np.array_equal(o, r64.astype(o.dtype, copy=False) if o.dtype != object else r64))
         n = 0 if same else int(np.sum(o != r64))
-        return Verdict("ok" if same else "wrong", detail="" if same else f"{n} of {o.size} elements differ")
+        worst = 0.0
+        if not same and o.dtype != object and o.size:
+            worst = float(np.max(np.abs(o.astype(np.float64) - r64.astype(np.float64))))
+        return Verdict("ok" if same else "wrong", max_abs=worst,
+                       detail="" if same else f"{n} of {o.size} elements differ")
     a, b, c = o.astype(np.float64), r64.astype(np.float64), r32.astype(np.float64)
     fin_a, fin_b = np.isfinite(a), np.isfinite(b)
     if not np.array_equal(fin_a, fin_b) or not np.array_equal(np.isnan(a), np.isnan(b)):

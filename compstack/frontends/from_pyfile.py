@@ -8,7 +8,11 @@ The function takes no arguments and returns one of:
   tuple of its positional arguments (jax or numpy arrays, or pytrees of them, e.g.
   ``(params, x)``), imported with :func:`compstack.frontends.from_jax.import_jax`
   (every leaf becomes a graph input);
-* an ``onnx.ModelProto`` (or an ``onnx_ir.Model``).
+* an ``onnx.ModelProto`` (or an ``onnx_ir.Model``);
+* ``(tf.keras.Model | tf.function, inputs)``, ``(paddle.nn.Layer, inputs)`` or
+  ``(mindspore.nn.Cell, inputs)``: a file that imports TensorFlow/Keras, Paddle or
+  MindSpore is not run here; it runs in that framework's own process and is exported by
+  the framework's own exporter (:mod:`compstack.frontends.from_framework`).
 
 A pair is taken as torch when its first item is an ``nn.Module`` or
 ``ExportedProgram``, as JAX when the file imported jax, the first item is any other
@@ -16,7 +20,8 @@ callable, and every leaf of the second is an array (numpy, jax, or a Python scal
 
 The file is run as a fresh module (its folder is on ``sys.path`` while it is
 imported, so it can import its neighbours). Every way this can go wrong is a
-one-line :class:`~compstack.errors.UserError`.
+one-line :class:`~compstack.errors.UserError`. The CLI runs all of this in a worker
+process under ``--timeout``/``--memory-limit`` (:mod:`compstack.frontends._pyworker`).
 """
 
 from __future__ import annotations
@@ -83,8 +88,25 @@ def import_pyfile(spec: str, partial: bool = False) -> cir.SourceModel:
             ``(jax_function, example_args)`` or ``onnx.ModelProto``; or the export
             (or the JAX conversion) fails.
     """
+    foreign = _foreign(spec)
+    if foreign is not None:
+        from compstack.frontends.from_framework import import_framework
+
+        return import_framework(*foreign)
     result, name = _call(spec)
     return _to_source(result, name, partial)
+
+
+def _foreign(spec: str) -> tuple[Path, str, str, str] | None:
+    """``(path, function, framework, name)`` when ``spec``'s file imports TensorFlow,
+    Paddle or MindSpore (see :func:`compstack.frontends.from_framework.detect`)."""
+    path, func_name = parse_spec(spec)
+    if not path.is_file():
+        return None
+    from compstack.frontends.from_framework import detect
+
+    framework = detect(path)
+    return None if framework is None else (path, func_name, framework, f"{path.name}:{func_name}")
 
 
 def _call(spec: str) -> tuple[Any, str]:
@@ -99,7 +121,9 @@ def _call(spec: str) -> tuple[Any, str]:
     func = _find_function(module, path, func_name)
     try:
         return func(), name
-    except (Exception, SystemExit) as exc:  # the user's code may raise anything, or sys.exit()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the user's code may raise anything, sys.exit() or a BaseException
         raise UserError(f"{name}: raised {_first_line(exc)}") from exc
 
 
@@ -113,12 +137,19 @@ def native_of(spec: str, input_names: list[str]) -> Any:
 
     Returns:
         A :class:`compstack.native.NativeProgram` (``framework`` ``torch`` or ``jax``;
-        a JAX function is neither traced nor converted here), or None when the
+        a JAX function is neither traced nor converted here; for ``tf``, ``paddle`` and
+        ``mindspore`` nothing runs here and ``fn`` is the spec itself, run by
+        :func:`compstack.frontends.from_framework.run_framework`), or None when the
         function returns an ONNX model.
 
     Raises:
         UserError: see :func:`import_pyfile`.
     """
+    foreign = _foreign(spec)
+    if foreign is not None:
+        from compstack.native import NativeProgram
+
+        return NativeProgram(foreign[2], spec, list(input_names), lambda xs: (tuple(xs), {}))
     result, name = _call(spec)
     if isinstance(result, (tuple, list)) and len(result) == 2 and _is_torch_program(result[0]):
         from compstack.native import torch_program
@@ -155,7 +186,10 @@ def _run_file(path: Path) -> ModuleType:
     sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:  # SyntaxError, ImportError, sys.exit()...
+    except KeyboardInterrupt:
+        sys.modules.pop(mod_name, None)
+        raise
+    except BaseException as exc:  # SyntaxError, ImportError, sys.exit(), a user BaseException...
         sys.modules.pop(mod_name, None)
         raise UserError(f"{path}: import failed: {_first_line(exc)}") from exc
     finally:

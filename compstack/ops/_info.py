@@ -25,7 +25,8 @@ def stack_support(op: CustomOp) -> dict[str, str]:
     out = {"reference": "yes: the NumPy reference through onnx.reference"}
     if not cpu:
         why = "no: the op declares no CPU kernel"
-        out.update({t: why for t in ("ort-cpu", "tvm-llvm", "iree-llvm-cpu", "xla-cpu", "inductor-cpu")})
+        out.update({t: why for t in ("ort-cpu", "tvm-llvm", "iree-llvm-cpu", "xla-cpu", "inductor-cpu",
+                                     "torchscript-cpu")})
     else:
         out["ort-cpu"] = ("yes: onnxruntime-extensions Python op calling the C kernel" if _has("onnxruntime_extensions")
                           else "no: pip install onnxruntime-extensions (the onnxruntime wheel ships no C headers)")
@@ -34,6 +35,7 @@ def stack_support(op: CustomOp) -> dict[str, str]:
         out["xla-cpu"] = ("yes: XLA FFI handler (jax.ffi custom call)" if _has("jaxlib")
                           else "no: jaxlib's FFI headers are needed (pip install jax)")
         out["inductor-cpu"] = "yes: torch.library custom op, an extern kernel for Inductor"
+        out["torchscript-cpu"] = "yes: torch.library custom op, called by the TorchScript interpreter"
     if "cuda" in op.kernels:
         out["inductor-cuda"] = "yes (needs an NVIDIA GPU): torch.library CUDA kernel"
         out["tensorrt"] = ("no here: plugin source in csrc/tensorrt, built by CMake where TensorRT's headers "

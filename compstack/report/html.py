@@ -48,6 +48,8 @@ class RunData:
     rows: list[dict[str, Any]] = field(default_factory=list)
     conformance: ConformanceData | None = None
     conformance_is_run: bool = False
+    #: the ``runs`` table's status (``running``, ``done``, ``interrupted``, ``failed``), "" when unrecorded.
+    run_status: str = ""
 
 
 def _when(t: float | None) -> str:
@@ -124,6 +126,9 @@ def load_run(db: Path, run_id: str | None = None) -> RunData:
             cur = conn.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,))
             cols = [c[0] for c in cur.description]
             data.rows = [_decode(dict(zip(cols, r))) for r in cur.fetchall()]
+        if "runs" in tables:
+            found = conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            data.run_status = found[0] if found else ""
         data.conformance_is_run = "conformance" in kinds
         data.conformance = _conformance(conn, run_id if data.conformance_is_run else None)
         return data
@@ -137,10 +142,13 @@ def _run_ids(conn: sqlite3.Connection, tables: set[str]) -> list[tuple[str, str]
     if "results" in tables:
         runs += [(t, rid, "compare") for rid, t in
                  conn.execute("SELECT run_id, MAX(created) FROM results GROUP BY run_id")]
+    if "runs" in tables:  # a run stopped before its first row still exists
+        runs += [(t, rid, "compare") for rid, t in conn.execute("SELECT run_id, started FROM runs")]
     if "conformance_runs" in tables:
         runs += [(t, rid, "conformance") for rid, t in
                  conn.execute("SELECT run_id, MAX(created) FROM conformance_runs GROUP BY run_id")]
-    return [(rid, kind) for _, rid, kind in sorted(runs, key=lambda r: -(r[0] or 0.0))]
+    ordered = sorted(runs, key=lambda r: -(r[0] or 0.0))
+    return list(dict.fromkeys((rid, kind) for _, rid, kind in ordered))
 
 
 def _target_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -227,7 +235,7 @@ def render(data: RunData) -> str:
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
-    timed = [r for r in rows if r["median"] is not None]
+    timed = [r for r in rows if r["median"] is not None and r["status"] == "ok"]  # a wrong row is nobody's fastest
     fastest = min(timed, key=lambda r: r["median"]) if timed else None
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = lambda x, spec=".4g": "-" if x is None else format(x, spec)
@@ -238,7 +246,7 @@ def render(data: RunData) -> str:
         when=_when(max((r["created"] for r in data.rows), default=None)), rows=rows, counts=counts,
         fastest=fastest, plots={**_plots(rows), **{f"num_{k}": v for k, v in num_plots.items()}},
         numerics=numerics, conformance=_conformance_context(data.conformance),
-        conformance_is_run=data.conformance_is_run, missing=_missing(data),
+        conformance_is_run=data.conformance_is_run, missing=_missing(data), run_status=data.run_status,
         generated=_when(datetime.datetime.now(datetime.timezone.utc).timestamp()))
 
 

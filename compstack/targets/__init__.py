@@ -56,6 +56,10 @@ _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("inductor-cpu", "compstack.targets.inductor:InductorCpuTarget", "cpu"),
     TargetEntry("openvino-cpu", "compstack.targets.openvino:OpenVinoCpuTarget", "cpu"),
     TargetEntry("inductor-cuda", "compstack.targets.inductor:InductorCudaTarget", "cuda"),
+    TargetEntry("torchscript-cpu", "compstack.targets.torchscript:TorchScriptCpuTarget", "cpu"),
+    TargetEntry("tf", "compstack.targets.framework:TfTarget", "cpu", default=False),
+    TargetEntry("paddle", "compstack.targets.framework:PaddleTarget", "cpu", default=False),
+    TargetEntry("mindspore", "compstack.targets.framework:MindSporeTarget", "cpu", default=False),
 )
 
 #: Short names for a device: an alias expands to every registered target of it.

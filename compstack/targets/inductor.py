@@ -99,19 +99,6 @@ class InductorCpuTarget(TwoPathTarget):
             pass
         return Availability(True, versions=versions)
 
-    def run_eager(self, model: ir.Model, feeds: dict[str, Any]) -> dict[str, Any]:
-        """The translated FX ``GraphModule`` called directly (eager PyTorch, no Inductor)."""
-        import torch
-
-        from compstack.translate.fx import to_fx
-
-        model = canonical_for_translation(model, feeds)
-        names = [v.name for v in model.graph.inputs if not v.is_initializer()]
-        gm = to_fx(model)
-        with torch.no_grad():
-            got = gm(*[torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in names])
-        return {v.name: t.numpy() if hasattr(t, "numpy") else np.asarray(t) for v, t in zip(model.graph.outputs, got)}
-
     def lower_impl(self, model: ir.Model) -> InductorLowered:
         import torch
 

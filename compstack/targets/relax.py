@@ -60,12 +60,15 @@ class TvmOptions(TargetOptions):
         mcpu: LLVM CPU name (``skylake-avx512``); empty means this host's CPU
             (``llvm_get_system_cpu()``), as TVM users set ``-mcpu=native``.
         pass_stages: also keep the module after every Relax pass as a stage.
+        disabled_passes: passes not to run (``PassContext(disabled_pass=...)``), e.g.
+            ``FuseOps``; TVM skips them wherever a ``Sequential`` would run them.
     """
 
     opt_level: int = 3
     num_cores: int = 0
     mcpu: str = ""
     pass_stages: bool = False
+    disabled_passes: tuple[str, ...] = ()
 
     def validate(self) -> str:
         if not 0 <= self.opt_level <= 3:
@@ -114,6 +117,23 @@ class TvmLlvmTarget(Target):
     stage_names = ("relax", "relax-fused", "relax-final", "tir", "tir-lowered", "llvm", "asm")
     #: ``PassContext(opt_level=0)``.
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"opt_level": "0"}}
+    #: ``PassContext(disabled_pass=[...])`` (see :meth:`applied_passes`).
+    pass_option: ClassVar[str] = "disabled_passes"
+
+    def pass_context(self, **kw: Any) -> Any:
+        """The ``tvm.transform.PassContext`` of every build: the opt level and the
+        disabled passes of the options."""
+        import tvm
+
+        return tvm.transform.PassContext(opt_level=self.options.opt_level,
+                                         disabled_pass=list(self.options.disabled_passes), **kw)
+
+    def applied_passes(self, model: ir.Model) -> list[str]:
+        """The Relax and TIR passes that changed the module while compiling ``model``, in
+        pipeline order, from TVM's own pass instrument (``PassInstrument`` hooks with a
+        structural hash before and after each pass: :meth:`Lowered.passes`)."""
+        records = self.lower(model).passes("changed") or []
+        return list(dict.fromkeys(r.name for r in records if r.changed))
     compiled_stages = ("relax-final", "tir", "tir-lowered", "llvm", "asm")
 
     options: TvmOptions
@@ -154,6 +174,7 @@ class TvmLlvmTarget(Target):
         return {"target": self.target_dict(),
                 "pipeline": "relax.get_default_pipeline (relax.backend.cpu_generic)",
                 "opt_level": self.options.opt_level, "tuned": False,
+                **({"disabled_passes": list(self.options.disabled_passes)} if self.options.disabled_passes else {}),
                 "frontend": "relax.frontend.onnx.from_onnx(keep_params_in_input=False)"}
 
     def unsupported_ops(self, model: ir.Model) -> list[str]:
@@ -280,7 +301,7 @@ class _TvmLowered(Lowered):
 
         target = self._tvm_target()
         backend = importlib.import_module(f"tvm.relax.backend.{self.target.relax_backend}.pipeline")
-        with target, tvm.transform.PassContext(opt_level=self.target.options.opt_level):
+        with target, self.target.pass_context():
             seq = tvm.transform.Sequential(backend.library_dispatch_passes(target) + backend.legalize_passes(target))
             return seq(self.mod).script(show_meta=False)
 
@@ -298,7 +319,7 @@ class _TvmLowered(Lowered):
 
         target = self._tvm_target()
         inst, records = _pass_recorder(mode == "changed")
-        with tvm.transform.PassContext(opt_level=self.target.options.opt_level, instruments=[inst]):
+        with self.target.pass_context(instruments=[inst]):
             tvm.compile(self.mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
         return records
 
@@ -308,7 +329,7 @@ class _TvmLowered(Lowered):
 
         target = self._tvm_target()
         keep, marks, passes = _recorder(self.target.options.pass_stages)
-        with tvm.transform.PassContext(opt_level=self.target.options.opt_level, instruments=[keep]):
+        with self.target.pass_context(instruments=[keep]):
             ex = tvm.compile(self.mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
         compiled = _TvmCompiled(self.target, self.model, ex, export=lambda dst: ex.export_library(str(dst)))
         compiled.pass_names = [name for name, _ in passes]

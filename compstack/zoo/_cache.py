@@ -22,7 +22,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +60,7 @@ def versions(extra: Sequence[str] = ()) -> dict[str, str]:
 
 
 def entry_dir(root: Path, name: str, zoo_version: int, extra: Sequence[str] = (),
-              code: Sequence[Path] = ()) -> Path:
+              code: Sequence[Path] = (), pinned: Mapping[str, str] | None = None) -> Path:
     """``<root>/zoo/<name>-<key>``.
 
     Args:
@@ -70,6 +70,8 @@ def entry_dir(root: Path, name: str, zoo_version: int, extra: Sequence[str] = ()
         extra: distributions, besides :data:`BASE_DISTS`, whose versions matter.
         code: source files whose content shapes the export (the builder, the torch
             frontend); editing one starts a new entry.
+        pinned: more versions that shape the export, found elsewhere (a framework in its
+            own environment: Paddle, MindSpore).
 
     Returns:
         The entry folder; the key is 12 hex digits of SHA-256 over all of the above.
@@ -80,7 +82,7 @@ def entry_dir(root: Path, name: str, zoo_version: int, extra: Sequence[str] = ()
             digests[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError:
             digests[path.name] = "unreadable"
-    payload = json.dumps({"name": name, "zoo": zoo_version, "versions": versions(extra),
+    payload = json.dumps({"name": name, "zoo": zoo_version, "versions": {**versions(extra), **(pinned or {})},
                           "code": digests}, sort_keys=True)
     key = hashlib.sha256(payload.encode()).hexdigest()[:12]
     return root / "zoo" / f"{name}-{key}"

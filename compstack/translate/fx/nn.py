@@ -808,7 +808,7 @@ def attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, nonp
         if pad > 0:
             m = attn_mask.to(torch.uint8) if is_bool else attn_mask
             m = F.pad(m, [0, pad], value=0 if is_bool else -math.inf)
-            attn_mask = m.bool() if is_bool else m
+            attn_mask = m.to(torch.bool) if is_bool else m
         if is_bool:
             attn_mask = _neg_inf_where(attn_mask, dt)
     left, right = ctx.attr("left_window_size", -1), ctx.attr("right_window_size", -1)

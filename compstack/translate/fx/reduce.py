@@ -92,13 +92,13 @@ def _mean(ctx, x, dims, keep):
 
 def _max(ctx, x, dims, keep):
     if ctx.dtype(0) == np.bool_:
-        return torch.amax(x.to(torch.uint8), dims, keep).bool()
+        return torch.amax(x.to(torch.uint8), dims, keep).to(torch.bool)
     return torch.amax(x, dims, keepdim=keep)
 
 
 def _min(ctx, x, dims, keep):
     if ctx.dtype(0) == np.bool_:
-        return torch.amin(x.to(torch.uint8), dims, keep).bool()
+        return torch.amin(x.to(torch.uint8), dims, keep).to(torch.bool)
     return torch.amin(x, dims, keepdim=keep)
 
 

@@ -208,7 +208,7 @@ def _pad(ctx, x, pads, value, mode, axes=None):
             for b, e in zip(reversed(begin), reversed(end)):
                 torch_pads += [b, e]
             if ctx.dtype(0) == np.bool_:
-                return F.pad(x.to(torch.uint8), torch_pads, value=int(value)).bool()
+                return F.pad(x.to(torch.uint8), torch_pads, value=int(value)).to(torch.bool)
             return F.pad(x, torch_pads, value=value)
         # runtime constant: pad with zeros, then select the pad value where padded
         mask = np.ones(shape, dtype=bool)

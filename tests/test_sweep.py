@@ -16,7 +16,7 @@ from compstack import targets as registry
 from compstack.config import settings
 from compstack.errors import UserError
 from compstack.latency import LatencyConfig
-from compstack.runner import Limits
+from compstack.runner import Limits, default_memory_mb
 from compstack.session import CompareOptions
 from compstack.sweep import (
     LocalExecutor,
@@ -125,7 +125,7 @@ def test_ray_matches_local(models: list[str], store: Path, local_sweep, ray_exec
 
 def test_ray_crash_and_hang_cost_their_rows(models: list[str], store: Path, ray_executor) -> None:
     sweep = _sweep(models[:1], ["ort-cpu", "crash-segfault", "crash-hang"], store, ray_executor, latency=FAST,
-                   timeout=3.0)
+                   timeout=3.0, memory_mb=default_memory_mb())  # the CLI's default limit schedules on Ray
     by = {t: r for (_, t), r in sweep.rows.items()}
     assert by["crash-segfault"].status == "crashed" and "SIGSEGV" in by["crash-segfault"].error
     assert by["crash-segfault"].stage == "run"

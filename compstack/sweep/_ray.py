@@ -19,8 +19,10 @@
 * **Scheduling.** At most one task per free CPU slot is in flight, so a submitted task
   should start at once: one that has not finished ``timeout + start grace`` seconds after
   submission is cancelled and becomes a ``timeout`` row saying so (a task no node can take
-  would otherwise stay pending forever). A job that asks for more memory than any node
-  has is ``failed`` at once. Latency jobs run one at a time per node (node affinity).
+  would otherwise stay pending forever). The ``memory`` reserved is the job's limit capped
+  at the largest node's schedulable memory (so the default limit, 75 % of RAM, still
+  schedules); with no CPU on any node the rows fail at once. Latency jobs run one at a
+  time per node (node affinity).
 * **Hygiene.** ``ray.init`` gets ``_temp_dir`` under the system temp folder (not
   ``/tmp/ray``), ``include_dashboard=False``, ``log_to_driver=False``; usage stats are
   off (``RAY_USAGE_STATS_ENABLED=0``) and a local cluster runs without token auth (no
@@ -182,6 +184,7 @@ class RayExecutor:
         self._shipped: dict[str, Any] = {}
         self.hosts: dict[str, int] = {}
         self.round_trips: list[float] = []
+        self._memory = 0
         self._init(num_cpus, temp_root)
         self._remote = self.ray.remote(max_calls=1)(ray_job_task)
 
@@ -251,8 +254,8 @@ class RayExecutor:
         from dataclasses import asdict as _asdict
 
         opts: dict[str, Any] = {"num_cpus": 1, "max_retries": 0}
-        if limits.memory_mb:
-            opts["memory"] = limits.memory_mb * 2**20
+        if self._memory:
+            opts["memory"] = self._memory
         if node is not None:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -266,13 +269,17 @@ class RayExecutor:
         """Why no node can ever take these tasks (then they are not submitted), or ``""``."""
         if not any(n.get("Resources", {}).get("CPU", 0) >= 1 for n in self._nodes()):
             return "no node of the Ray cluster has a CPU to run a task on"
-        if not limits.memory_mb:
-            return ""
-        most = max((n.get("Resources", {}).get("memory", 0) for n in self._nodes()), default=0)
-        if most and limits.memory_mb * 2**20 > most:
-            return (f"no node of the Ray cluster has {limits.memory_mb} MiB of schedulable memory "
-                    f"(largest: {most / 2**20:.0f} MiB); lower --memory-limit")
         return ""
+
+    def _reservation(self, limits: Limits) -> int:
+        """Bytes of Ray ``memory`` to reserve: the job's limit, capped at the largest node's
+        schedulable memory (a reservation only steers scheduling; the runner enforces the
+        limit, and a task asking for more than any node has would stay pending forever)."""
+        if not limits.memory_mb:
+            return 0
+        most = max((n.get("Resources", {}).get("memory", 0) for n in self._nodes()), default=0)
+        want = limits.memory_mb * 2**20
+        return int(min(want, most)) if most else 0
 
     def run(self, jobs: list[tuple[Any, Job]], limits: Limits, exclusive: bool,
             on_start: Callable[[Any], None], on_done: Callable[[Any, JobOutcome], None]) -> None:
@@ -284,6 +291,7 @@ class RayExecutor:
                 on_start(key)
                 on_done(key, JobOutcome(target=job.target, status="failed", stage="import", error=too_big))
             return
+        self._memory = self._reservation(limits)
         nodes = [n["NodeID"] for n in self._nodes()]
         if exclusive:
             free: list[str | None] = list(nodes)

@@ -64,8 +64,8 @@ def ray_executor(store: Path):
 
 
 def _sweep(models: list[str], targets: list[str], store: Path, executor, latency=None, timeout=60.0,
-           resume=False):
-    opts = CompareOptions(targets=targets, latency=latency, limits=Limits(timeout_s=timeout))
+           resume=False, memory_mb=0):
+    opts = CompareOptions(targets=targets, latency=latency, limits=Limits(timeout_s=timeout, memory_mb=memory_mb))
     cfg = settings(cache_dir=store / "cache", db=store / "results.sqlite")
     return run_sweep(SweepOptions(models, opts, "ort-cpu", resume), cfg, executor)
 

@@ -713,7 +713,8 @@ class _ConformanceProgress:
 @cli.command(short_help="Render a stored run as one self-contained HTML file.")
 @click.option("--last", is_flag=True, help="The newest run in the database (the default).")
 @click.option("--run", "run_id", metavar="ID", help="The run with this id (see `compare --json`: run_id).")
-@click.option("--sweep", is_flag=True, help="A sweep's models x targets page (no sweep is stored yet: says so).")
+@click.option("--sweep", is_flag=True,
+              help="Name the newest stored sweep (its matrix: `compstack sweep --last --matrix`).")
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="The HTML file to write.")
 @click.option("--db", type=click.Path(dir_okay=False), help="Results database [env COMPSTACK_DB].")
 def report(last: bool, run_id: str | None, sweep: bool, out: str | None, db: str | None) -> None:
@@ -739,6 +740,43 @@ def report(last: bool, run_id: str | None, sweep: bool, out: str | None, db: str
     data, size = write_report(cfg.db, Path(out), run_id)
     what = f"{data.rows[0]['model_name']}, {len(data.rows)} targets" if data.rows else "conformance run"
     click.echo(f"wrote {out} ({size / 1024:.1f} KiB): run {data.run_id} ({what})")
+
+
+@cli.command(short_help="Run models x targets (locally or on Ray); the status matrix of a sweep.")
+@click.argument("models", nargs=-1)
+@click.option("--targets", "targets_spec", default="cpu", show_default=True, help="Comma-separated targets or aliases.")
+@click.option("--baseline", default=None,
+              help="Target the speedups are against [default: ort-cpu if swept, else the first].")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: worker processes here; ray: each job a Ray task (pip install -e \".[ray]\").")
+@click.option("--ray-address", default=None,
+              help="Join this Ray cluster (auto, HOST:PORT) [default: start a local one].")
+@click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=None,
+              help="Jobs at a time in the compile/run phase (local; a local Ray cluster's CPUs) "
+                   "[default: CPUs, at most 4].")
+@click.option("--resume", is_flag=True,
+              help="Skip jobs the database already has (same model, target, options, versions) "
+                   "that ended ok or deterministically failed.")
+@click.option("--last", is_flag=True, help="Show the newest stored sweep instead of running one.")
+@click.option("--matrix", is_flag=True, help="With --last: print its status matrix.")
+@_common_model_options
+@_run_options
+def sweep(models: tuple[str, ...], targets_spec: str, **kw: Any) -> None:
+    """Run every MODEL (zoo:NAME, zoo:*, file.onnx, a folder of .onnx, @list.txt) on every target.
+
+    Exit status: 0 when every row is ok, unsupported or unavailable; 1 otherwise; 2 on bad input.
+    """
+    from compstack.sweep import cli_sweep
+
+    summary = cli_sweep(list(models), targets_spec, kw, _compare_options)
+    if kw["as_json"]:
+        click.echo(json.dumps(summary, indent=1, default=str))
+    else:
+        from compstack.sweep import print_summary
+
+        print_summary(summary)
+    if any(c["status"] in _BAD for cells in summary["matrix"].values() for c in cells.values()):
+        sys.exit(1)
 
 
 @cli.command("import-profile", short_help="Map a trtexec per-layer profile to the model's ONNX nodes.")

@@ -150,11 +150,29 @@ CREATE TABLE IF NOT EXISTS runs (
     ended REAL,
     status TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS sweeps (
+    sweep_id TEXT PRIMARY KEY,
+    started REAL,
+    ended REAL,
+    status TEXT NOT NULL,
+    executor TEXT,
+    models_json TEXT,
+    targets_json TEXT,
+    baseline TEXT,
+    summary_json TEXT
+);
 """
+
+#: Columns added after the first schema: ``ALTER TABLE ADD COLUMN`` on an older database.
+#: ``sweep_id``: the sweep a row belongs to (empty outside sweeps); ``options_json``: the
+#: target options the job ran with (``--resume`` keys on them); ``resumed_from``: the id
+#: of the earlier row a resumed sweep reused (nothing was run for it).
+_ADDED_COLUMNS = (("sweep_id", "TEXT DEFAULT ''"), ("options_json", "TEXT DEFAULT '{}'"),
+                  ("resumed_from", "INTEGER"))
 
 _COLUMNS = ("run_id", "created", "model_name", "fingerprint", "target", "status", "stage", "error", "compile_s",
             "latency_median_ms", "latency_json", "outputs_json", "versions_json", "flags_json", "reference",
-            "cached", "log")
+            "cached", "log", "sweep_id", "options_json", "resumed_from")
 
 #: Seconds a write waits for another process's lock before the row goes to the journal.
 BUSY_TIMEOUT_S = 30.0
@@ -184,6 +202,7 @@ class ResultsDB:
         try:
             self.conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s)
             self.conn.executescript(_SCHEMA)
+            self._migrate()
             self._replay()
         except sqlite3.Error as exc:
             self._unwritable(exc)
@@ -220,9 +239,19 @@ class ResultsDB:
     def _insert(self, table: str, row: dict[str, Any]) -> None:
         assert self.conn is not None
         cols = list(row)
-        verb = "INSERT OR REPLACE" if table == "runs" else "INSERT"
+        verb = "INSERT" if table == "results" else "INSERT OR REPLACE"
         self.conn.execute(f"{verb} INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                           [row[c] for c in cols])
+
+    def _migrate(self) -> None:
+        """Add the columns a database made by an older compstack lacks."""
+        assert self.conn is not None
+        have = {r[1] for r in self.conn.execute("PRAGMA table_info(results)")}
+        with self.conn:
+            for name, decl in _ADDED_COLUMNS:
+                if name not in have:
+                    self.conn.execute(f"ALTER TABLE results ADD COLUMN {name} {decl}")
+            self.conn.execute("CREATE INDEX IF NOT EXISTS results_sweep ON results (sweep_id)")
 
     def _replay(self) -> None:
         """Move the rows of an earlier run's journal into the database."""
@@ -232,8 +261,8 @@ class ResultsDB:
         for line in self.journal.read_text(errors="replace").splitlines():
             try:
                 rec = json.loads(line)
-                if rec["table"] in ("results", "runs") and isinstance(rec["row"], dict):
-                    allowed = _COLUMNS if rec["table"] == "results" else _RUN_COLUMNS
+                if rec["table"] in _TABLE_COLUMNS and isinstance(rec["row"], dict):
+                    allowed = _TABLE_COLUMNS[rec["table"]]
                     records.append((rec["table"], {k: v for k, v in rec["row"].items() if k in allowed}))
             except (ValueError, KeyError, TypeError):
                 continue  # a torn last line of a killed run
@@ -242,15 +271,19 @@ class ResultsDB:
                 self._insert(table, row)
         self.journal.unlink()
 
-    def add(self, report: Report, result: Result) -> None:
+    def add(self, report: Report, result: Result, sweep_id: str = "", options: dict[str, str] | None = None,
+            resumed_from: int | None = None) -> None:
         """Write one finished result now (committed immediately, else journaled); a failed
-        timing is kept in ``latency_json`` as ``{"error": ...}``."""
+        timing is kept in ``latency_json`` as ``{"error": ...}``. A sweep's rows carry its
+        ``sweep_id``, the target ``options`` and, when reused by ``--resume``, the id of
+        the earlier row (``resumed_from``)."""
         lat = result.latency_ms or ({"error": result.latency_error} if result.latency_error else {})
         values = (report.run_id, time.time(), report.model.get("name", ""), report.model.get("fingerprint", ""),
                   result.target, result.status, result.stage, result.error, result.compile_s, lat.get("median"),
                   json.dumps(lat), json.dumps(result.outputs), json.dumps(result.versions),
                   json.dumps(result.flags, default=str), report.reference.get("target", ""),
-                  int(result.cached), result.log[-20000:])
+                  int(result.cached), result.log[-20000:], sweep_id, json.dumps(dict(options or {})),
+                  resumed_from)
         self._write("results", dict(zip(_COLUMNS, values)))
         if self.warning and self.warning not in report.warnings:
             report.warnings.append(self.warning)
@@ -263,6 +296,25 @@ class ResultsDB:
                              "started": report.started, "ended": ended, "status": status})
         if self.warning and self.warning not in report.warnings:
             report.warnings.append(self.warning)
+
+    def sweep_status(self, sweep: dict[str, Any]) -> None:
+        """Upsert a sweep's row in the ``sweeps`` table (keys of :data:`_SWEEP_COLUMNS`)."""
+        self._write("sweeps", {k: sweep.get(k) for k in _SWEEP_COLUMNS})
+
+    def sweeps(self) -> list[dict[str, Any]]:
+        """Every recorded sweep, oldest first (empty when the database cannot be read)."""
+        if self.conn is None:
+            return []
+        cur = self.conn.execute(f"SELECT {', '.join(_SWEEP_COLUMNS)} FROM sweeps ORDER BY started")
+        return [dict(zip(_SWEEP_COLUMNS, r)) for r in cur.fetchall()]
+
+    def sweep_rows(self, sweep_id: str) -> list[dict[str, Any]]:
+        """The result rows of one sweep, oldest first."""
+        if self.conn is None:
+            raise UserError(self.warning or f"--db {self.path}: cannot read results database")
+        cur = self.conn.execute("SELECT * FROM results WHERE sweep_id = ? ORDER BY id", (sweep_id,))
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
 
     def rows(self, fingerprint: str | None = None) -> list[dict[str, Any]]:
         """All rows (optionally of one model), oldest first, as dicts.
@@ -293,3 +345,6 @@ class ResultsDB:
 
 
 _RUN_COLUMNS = ("run_id", "command", "model_name", "started", "ended", "status")
+_SWEEP_COLUMNS = ("sweep_id", "started", "ended", "status", "executor", "models_json", "targets_json", "baseline",
+                  "summary_json")
+_TABLE_COLUMNS = {"results": _COLUMNS, "runs": _RUN_COLUMNS, "sweeps": _SWEEP_COLUMNS}

@@ -267,5 +267,20 @@ def write_report(db: Path, out: Path, run_id: str | None = None) -> tuple[RunDat
 
 
 def sweep_line(db: Path) -> str:
-    """``compstack report --sweep``: sweeps are not stored yet; one line saying so."""
-    return f"no sweeps in this database yet ({db})"
+    """``compstack report --sweep``: one line naming the newest stored sweep (no HTML
+    page for sweeps yet: ``compstack sweep --last --matrix`` prints its matrix), or
+    saying there is none."""
+    from compstack.results import ResultsDB
+
+    store = ResultsDB(db) if Path(db).exists() else None
+    try:
+        sweeps = store.sweeps() if store is not None else []
+    finally:
+        if store is not None:
+            store.close()
+    if not sweeps:
+        return f"no sweeps in this database yet ({db})"
+    last = sweeps[-1]
+    n_models, n_targets = len(json.loads(last["models_json"] or "[]")), len(json.loads(last["targets_json"] or "[]"))
+    return (f"newest sweep {last['sweep_id']} ({last['status']}, {n_models} models x {n_targets} targets, "
+            f"{last['executor']}): `compstack sweep --last --matrix` prints its matrix")

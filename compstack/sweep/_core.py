@@ -1,0 +1,400 @@
+"""The sweep: models x targets through the jobs of :mod:`compstack.session`, in two phases.
+
+Phase 1 runs every (model, target) job and each model's reference with latency off, as
+many at a time as the executor has slots. Phase 2 measures latency of each job that came
+out ``ok``, **one job at a time per node** (locally: one at a time), so no compstack job
+runs beside a measurement. A row is written to the results database as soon as it is
+final: a row that is not ``ok`` after phase 1 at once, an ``ok`` row after its latency
+(or at once with ``--no-latency``); rows still waiting for latency when the sweep is
+interrupted are written with ``latency_error`` saying so.
+
+The pieces are :func:`compstack.session.compare`'s (input sets, the stacks' model file,
+reference choice, the comparison of outputs, the row); only the scheduling differs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from compstack import session as S
+from compstack.config import Settings
+from compstack.errors import UserError
+from compstack.inputs import save_npz
+from compstack.jobs import Job, JobOutcome, pack_sets
+from compstack.ops._registry import origins_for
+from compstack.passes.opstats import op_stats
+from compstack.procs import run_tempdir
+from compstack.results import Report, Result, ResultsDB
+from compstack.runner import Limits
+
+__all__ = ["DETERMINISTIC", "Executor", "JobKey", "Sweep", "SweepOptions", "run_sweep"]
+
+#: Statuses ``--resume`` keeps: the same job would end the same way. ``crashed``,
+#: ``timeout`` and ``oom`` are run again.
+DETERMINISTIC = ("ok", "mismatch", "unsupported", "failed", "unavailable")
+
+#: (model index, target name; ``""`` for the model's reference).
+JobKey = tuple[int, str]
+
+
+class Executor(Protocol):
+    """Runs jobs; :class:`compstack.sweep.LocalExecutor` and :class:`compstack.sweep.RayExecutor`."""
+
+    name: str
+
+    def run(self, jobs: list[tuple[JobKey, Job]], limits: Limits, exclusive: bool,
+            on_start: Callable[[JobKey], None], on_done: Callable[[JobKey, JobOutcome], None]) -> None:
+        """Run every job, calling ``on_done`` (in this thread) as each ends; ``exclusive``:
+        one job at a time per node (latency). Outputs must be at ``job.outputs_path``."""
+
+    def describe(self) -> dict[str, Any]:
+        """What ran the jobs (nodes, slots), for the report."""
+
+    def close(self) -> None:
+        """Release the executor (a Ray cluster it started)."""
+
+
+@dataclass
+class SweepOptions:
+    """A sweep's settings.
+
+    Attributes:
+        models: expanded model specs (:func:`compstack.sweep.expand_models`).
+        compare: the per-model options (targets, inputs, tolerances, latency, limits).
+        baseline: the target latency ratios and speedups are taken against.
+        resume: skip jobs the database already has (see :data:`DETERMINISTIC`).
+    """
+
+    models: list[str]
+    compare: S.CompareOptions
+    baseline: str = "ort-cpu"
+    resume: bool = False
+
+
+@dataclass
+class _Model:
+    """One model of the sweep, prepared in the driver."""
+
+    index: int
+    spec: str
+    report: Report
+    work: Path
+    stack: S.StackModel | None = None
+    source: Any = None
+    common: dict[str, Any] = field(default_factory=dict)
+    expected: dict[str, Any] = field(default_factory=dict)
+    ref: tuple[str, dict[str, str]] = ("reference", {})
+    ref_outputs: Any = None
+    ref_note: str = ""
+    ref_done: bool = False
+    waiting: dict[str, JobOutcome] = field(default_factory=dict)  # target outcomes waiting for the reference
+
+
+@dataclass
+class Sweep:
+    """A finished (or interrupted) sweep: its id, the rows by model, and how it ran."""
+
+    sweep_id: str
+    models: list[dict[str, Any]]
+    targets: list[str]
+    baseline: str
+    rows: dict[tuple[str, str], Result]
+    executor: dict[str, Any]
+    wall_s: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
+    jobs_run: int = 0
+    resumed: int = 0
+    job_times: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    status: str = "done"
+
+
+def _new_id() -> str:
+    return "sw-" + uuid.uuid4().hex[:10]
+
+
+class _Runner:
+    """Holds the sweep's state while the executor calls back."""
+
+    def __init__(self, options: SweepOptions, settings: Settings, executor: Executor,
+                 progress: Any = None) -> None:
+        self.o, self.cfg, self.ex, self.progress = options, settings, executor, progress
+        self.copts = options.compare
+        self.sweep_id = _new_id()
+        self.db = ResultsDB(settings.db, settings.db_busy_timeout_s)
+        self.work = run_tempdir("compstack-sweep-")
+        self.models: list[_Model] = []
+        self.rows: dict[tuple[str, str], Result] = {}
+        self.pending_latency: dict[JobKey, tuple[Result, Job]] = {}
+        self.jobs_run = 0
+        self.resumed = 0
+        self.job_times: dict[str, float] = {}
+        self._started: dict[JobKey, float] = {}
+        self._versions: dict[str, str] = {}
+
+    # ---- preparation ---------------------------------------------------------------
+    def prepare(self, spec: str, index: int) -> _Model:
+        """Import the model, write its stack model and inputs; a model that does not
+        import becomes ``failed`` rows at ``import``."""
+        work = self.work / f"m{index}"
+        work.mkdir()
+        report = Report(model={"name": spec, "fingerprint": ""}, reference={})
+        m = _Model(index, spec, report, work)
+        try:
+            from compstack.sources import resolve_model
+
+            source = resolve_model(spec, cache_dir=self.cfg.cache_dir, partial=True)
+        except UserError as exc:
+            report.model["import_error"] = str(exc)
+            return m
+        m.source = source
+        sets, origin = S._make_input_sets(source, self.copts)
+        stats = op_stats(source.model)
+        folder = self.cfg.cache_dir if self.copts.cache else work
+        m.stack = S.stack_model_file(source, folder, self.copts.opset)
+        canonical = S.model_file(source, folder)
+        m.ref = S._pick_reference(source, self.copts.reference)
+        report.model = {"name": spec, "spec": spec, "source_name": source.name, "fingerprint": source.fingerprint,
+                        "nodes": stats.nodes,
+                        "params": stats.params, "flops": stats.flops, "origin": source.origin,
+                        "stack_form": m.stack.form, "stack_opset": m.stack.opset,
+                        **({"import_error": source.import_error} if source.import_error else {})}
+        report.reference = S._reference_info(source, *m.ref)
+        report.inputs = {"seed": self.copts.seed, "sets": len(sets), "source": origin}
+        m.expected = {str(v.name): v.dtype.numpy() for v in source.model.graph.outputs if v.dtype is not None}
+        inputs_path = work / "inputs.npz"
+        save_npz(inputs_path, pack_sets(sets))
+        m.common = dict(model_path=str(m.stack.path), fingerprint=m.stack.fingerprint, inputs_path=str(inputs_path),
+                        canonical_path=str(canonical) if canonical != m.stack.path else "",
+                        cache_dir=str(self.cfg.cache_dir) if self.copts.cache else None, source=source.spec,
+                        source_framework=source.framework, op_origins=origins_for(source.model))
+        return m
+
+    def job(self, m: _Model, name: str, opts: Mapping[str, str], latency: bool, tag: str = "") -> Job:
+        lat = vars(self.copts.latency) if latency and self.copts.latency else None
+        return Job(target=name, target_ref=S._ref_of(name), workdir=str(m.work / (tag or name or "ref")),
+                   options=dict(opts), latency=lat, **m.common)
+
+    # ---- resume --------------------------------------------------------------------
+    def _current_versions(self, name: str) -> str:
+        if name not in self._versions:
+            from compstack import targets as registry
+
+            try:
+                self._versions[name] = json.dumps(dict(registry.get(name).availability().versions))
+            except Exception:  # noqa: BLE001 - a target that does not load here runs (and says why)
+                self._versions[name] = "?"
+        return self._versions[name]
+
+    def earlier(self, m: _Model, name: str, opts: Mapping[str, str]) -> tuple[Result, int] | None:
+        """The newest row of this (fingerprint, target, options, versions) that ended
+        deterministically, or None."""
+        if not self.o.resume or self.db.conn is None or not m.report.model.get("fingerprint"):
+            return None
+        cur = self.db.conn.execute(
+            "SELECT * FROM results WHERE fingerprint = ? AND target = ? AND options_json = ? "
+            "AND versions_json = ? ORDER BY id DESC LIMIT 1",
+            (m.report.model["fingerprint"], name, json.dumps(dict(opts)), self._current_versions(name)))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        d = dict(zip([c[0] for c in cur.description], row))
+        if d["status"] not in DETERMINISTIC:
+            return None
+        return _row_to_result(d), int(d["id"])
+
+    # ---- results -------------------------------------------------------------------
+    def record(self, m: _Model, result: Result, resumed_from: int | None = None) -> None:
+        """Write a final row now (tagged with the sweep) and show it."""
+        self.rows[(m.spec, result.target)] = result
+        m.report.results.append(result)
+        opts = self.copts.target_options.get(result.target, {})
+        self.db.add(m.report, result, self.sweep_id, dict(opts), resumed_from)
+        if self.progress is not None:
+            self.progress.done(m.spec, result)
+
+    def finish_target(self, m: _Model, name: str, outcome: JobOutcome) -> None:
+        """Turn a phase-1 outcome into a row once the reference is known."""
+        no_latency = replace(self.copts, latency=None)
+        result = S._to_result(outcome, m.ref_outputs, m.expected, no_latency, m.ref_note)
+        if result.flags.get("path") != "native" and m.stack is not None:
+            result.flags = {**m.stack.flags(), **result.flags}
+            S._hint_opset(result, m.stack)
+        if result.status == "ok" and self.copts.latency is not None:
+            opts = self.copts.target_options.get(name, {})
+            self.pending_latency[(m.index, name)] = (result, self.job(m, name, opts, True, tag=f"{name}.latency"))
+            return
+        self.record(m, result)
+
+    def on_start(self, key: JobKey) -> None:
+        self._started[key] = time.monotonic()
+        if self.progress is not None:
+            self.progress.started(key)
+
+    def on_done(self, key: JobKey, outcome: JobOutcome) -> None:
+        """Phase 1: a job ended."""
+        self._timing(key, outcome)
+        m = self.models[key[0]]
+        S._keep_numerics_of_latency_fault(outcome)
+        job_dir = m.work / (key[1] or "ref")
+        outcome.extra["outputs"] = S._load_outputs(_dir_job(job_dir)) if outcome.status == "ok" else None
+        if key[1] == "":
+            self._reference_done(m, outcome)
+        elif not m.ref_done:
+            m.waiting[key[1]] = outcome
+        else:
+            self.finish_target(m, key[1], outcome)
+
+    def _timing(self, key: JobKey, outcome: JobOutcome, phase: str = "run") -> None:
+        self.jobs_run += 1
+        t0 = self._started.pop(key, None)
+        if t0 is not None:
+            self.job_times[f"{self.models[key[0]].spec}|{key[1] or 'reference'}|{phase}"] = time.monotonic() - t0
+        if self.progress is not None:
+            self.progress.finished(key, outcome.status)
+
+    def _reference_done(self, m: _Model, outcome: JobOutcome) -> None:
+        name, opts = m.ref
+        if outcome.status == "ok":
+            m.ref_outputs = outcome.extra["outputs"]
+        else:
+            m.ref_note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
+            m.report.reference["error"] = m.ref_note
+        m.ref_done = True
+        for target, waiting in list(m.waiting.items()):
+            self.finish_target(m, target, waiting)
+        m.waiting.clear()
+
+    def on_latency(self, key: JobKey, outcome: JobOutcome) -> None:
+        """Phase 2: a latency job ended; the row keeps phase 1's numerics."""
+        self._timing(key, outcome, "latency")
+        result, _ = self.pending_latency.pop(key)
+        if outcome.status == "ok" and not outcome.extra.get("latency_error"):
+            result.latency_ms = outcome.latency
+            lat = outcome.latency or {}
+            if lat.get("noisy"):
+                result.notes.append(f"latency CV {lat['cv']:.1%} > 2.5 %: noisy measurement")
+        else:
+            why = outcome.extra.get("latency_error") or f"{outcome.status} in {outcome.stage}: {outcome.error}"
+            result.latency_error = why
+            result.notes.append(f"latency failed (outputs were compared): {why}")
+        self.record(self.models[key[0]], result)
+
+    def flush_pending(self, why: str) -> None:
+        """Write rows still waiting for latency (the sweep was interrupted)."""
+        for (idx, _), (result, _) in list(self.pending_latency.items()):
+            result.latency_error = why
+            self.record(self.models[idx], result)
+        self.pending_latency.clear()
+
+
+def _dir_job(folder: Path) -> Any:
+    class _J:  # only outputs_path is read
+        outputs_path = folder / "outputs.npz"
+
+    return _J()
+
+
+def _row_to_result(d: Mapping[str, Any]) -> Result:
+    lat = json.loads(d.get("latency_json") or "{}")
+    return Result(target=d["target"], status=d["status"], stage=d.get("stage") or "", error=d.get("error") or "",
+                  compile_s=d.get("compile_s"), latency_ms=lat if lat and "error" not in lat else None,
+                  outputs=json.loads(d.get("outputs_json") or "[]"),
+                  versions=json.loads(d.get("versions_json") or "{}"),
+                  flags=json.loads(d.get("flags_json") or "{}"), cached=bool(d.get("cached")),
+                  notes=[f"resumed: row {d['id']} of run {d['run_id']} (not run again)"],
+                  latency_error=(lat.get("error", "") if lat else ""))
+
+
+def run_sweep(options: SweepOptions, settings: Settings, executor: Executor, progress: Any = None) -> Sweep:
+    """Run the sweep (see the module docstring) and return it; every row is already in
+    the database, tagged with the sweep's id, and the ``sweeps`` table has its entry.
+
+    Raises:
+        UserError: bad input found while preparing (inputs that do not fit a model,
+            an unwritable cache or database).
+    """
+    r = _Runner(options, settings, executor, progress)
+    t0 = time.monotonic()
+    sweep = Sweep(r.sweep_id, [], list(options.compare.targets), options.baseline, r.rows, {})
+    entry = {"sweep_id": r.sweep_id, "started": time.time(), "status": "running", "executor": executor.name,
+             "models_json": json.dumps(options.models), "targets_json": json.dumps(options.compare.targets),
+             "baseline": options.baseline}
+    r.db.sweep_status(entry)
+    try:
+        jobs = _plan(r, options)
+        sweep.phases["prepare_s"] = time.monotonic() - t0
+        if progress is not None:
+            progress.begin(len(jobs), r.resumed)
+        t1 = time.monotonic()
+        executor.run(jobs, options.compare.limits, False, r.on_start, r.on_done)
+        sweep.phases["run_s"] = time.monotonic() - t1
+        lat_jobs = [(key, job) for key, (_, job) in r.pending_latency.items()]
+        if progress is not None and lat_jobs:
+            progress.more(len(lat_jobs), "latency")
+        t2 = time.monotonic()
+        executor.run(lat_jobs, options.compare.limits, True, r.on_start, r.on_latency)
+        sweep.phases["latency_s"] = time.monotonic() - t2
+    except KeyboardInterrupt:
+        sweep.status = "interrupted"
+        raise
+    except BaseException:
+        sweep.status = "failed"
+        raise
+    finally:
+        r.flush_pending(f"not measured: sweep {sweep.status}")
+        for m in r.models:
+            r.db.run_status(m.report, sweep.status, command=f"sweep {r.sweep_id}")
+        sweep.wall_s = time.monotonic() - t0
+        sweep.models = [m.report.model for m in r.models]
+        sweep.executor = executor.describe()
+        sweep.jobs_run, sweep.resumed, sweep.job_times = r.jobs_run, r.resumed, r.job_times
+        sweep.warnings = [w for w in {r.db.warning} if w]
+        from compstack.sweep._matrix import summarize
+
+        entry.update(ended=time.time(), status=sweep.status,
+                     summary_json=json.dumps(summarize(sweep), default=str))
+        r.db.sweep_status(entry)
+        r.db.close()
+        shutil.rmtree(r.work, ignore_errors=True)
+    return sweep
+
+
+def _plan(r: _Runner, options: SweepOptions) -> list[tuple[JobKey, Job]]:
+    """Prepare every model; rows reused by ``--resume`` and rows of models that did not
+    import are written now; returns the phase-1 jobs (references first)."""
+    refs: list[tuple[JobKey, Job]] = []
+    jobs: list[tuple[JobKey, Job]] = []
+    for index, spec in enumerate(options.models):
+        if r.progress is not None:
+            r.progress.status(f"importing {spec}")
+        m = r.prepare(spec, index)
+        r.models.append(m)
+        r.db.run_status(m.report, "running", command=f"sweep {r.sweep_id}")
+        mine: list[tuple[JobKey, Job]] = []
+        for name in options.compare.targets:
+            opts = options.compare.target_options.get(name, {})
+            if m.source is None:
+                r.record(m, Result(target=name, status="failed", stage="import", error=m.report.model["import_error"]))
+                continue
+            earlier = r.earlier(m, name, opts)
+            if earlier is not None:
+                r.resumed += 1
+                r.record(m, earlier[0], resumed_from=earlier[1])
+                continue
+            early = S._needs_common_ir(m.source, name, opts)
+            if early is not None:
+                r.record(m, early)
+                continue
+            mine.append(((index, name), r.job(m, name, opts, latency=False)))
+        if mine:
+            refs.append(((index, ""), r.job(m, m.ref[0], m.ref[1], latency=False, tag="ref")))
+            jobs.extend(mine)
+    return refs + jobs

@@ -1,0 +1,84 @@
+"""The sweep's progress display on stderr (rich): jobs done, running, failed, and the ETA."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+__all__ = ["SweepProgress"]
+
+_BAD = ("mismatch", "failed", "crashed", "timeout", "oom")
+
+
+class SweepProgress:
+    """A progress bar (only on a terminal) and one line per finished row (unless quiet)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.console = Console(stderr=True)
+        self.quiet = not enabled
+        self.live = enabled and self.console.is_terminal
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("running {task.fields[running]}, failed {task.fields[failed]}"),
+                            TimeElapsedColumn(), TextColumn("ETA {task.fields[eta]}"),
+                            console=self.console, transient=True) if self.live else None
+        self.task: Any = None
+        self.total = self.done_n = self.running = self.failed = 0
+        self.t0 = time.monotonic()
+
+    def __enter__(self) -> SweepProgress:
+        if self.bar is not None:
+            self.bar.__enter__()
+            self.task = self.bar.add_task("preparing", total=None, running=0, failed=0, eta="-")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def _update(self) -> None:
+        if self.bar is None:
+            return
+        eta = "-"
+        if self.done_n:
+            left = (time.monotonic() - self.t0) / self.done_n * (self.total - self.done_n)
+            eta = f"{left:.0f} s"
+        self.bar.update(self.task, total=self.total, completed=self.done_n, running=self.running,
+                        failed=self.failed, eta=eta)
+
+    def status(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, description=text)
+
+    def begin(self, jobs: int, resumed: int) -> None:
+        self.total, self.t0 = jobs, time.monotonic()
+        self.status(f"jobs ({resumed} resumed)")
+        self._update()
+
+    def more(self, jobs: int, what: str) -> None:
+        self.total += jobs
+        self.status(what)
+        self._update()
+
+    def started(self, key: Any) -> None:
+        self.running += 1
+        self._update()
+
+    def finished(self, key: Any, status: str) -> None:
+        self.running = max(0, self.running - 1)
+        self.done_n += 1
+        self.failed += status in _BAD
+        self._update()
+
+    def done(self, model: str, result: Any) -> None:
+        if not self.quiet:
+            self.console.print(f"  {model:<24} {result.target:<16} {result.status}"
+                               + (f" ({result.stage})" if result.stage else ""), highlight=False)

@@ -1,0 +1,196 @@
+"""``compstack sweep``: models x targets, local and on a local Ray cluster, resume, the matrix."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TESTS, make_mlp, run_cli
+
+from compstack import targets as registry
+from compstack.config import settings
+from compstack.errors import UserError
+from compstack.latency import LatencyConfig
+from compstack.runner import Limits, default_memory_mb
+from compstack.session import CompareOptions
+from compstack.sweep import (
+    LocalExecutor,
+    SweepOptions,
+    expand_models,
+    run_sweep,
+    summarize,
+)
+
+for _name, _cls in [("crash-segfault", "SegfaultTarget"), ("crash-hang", "HangTarget")]:
+    if _name not in registry.names():
+        registry.register(_name, f"crashy:{_cls}")
+
+TARGETS = ["ort-cpu", "iree-llvm-cpu", "openvino-cpu"]
+FAST = LatencyConfig(warmup=1, min_runs=3, min_time_s=0.0)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    d = tmp_path_factory.mktemp("models")
+    return [str(make_mlp(d / f"mlp{b}.onnx", batch=b)) for b in (2, 4, 8)]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache and database for the module (the Ray run reuses the local run's artifacts)."""
+    return tmp_path_factory.mktemp("store")
+
+
+@pytest.fixture(scope="module")
+def ray_executor(store: Path):
+    """A local Ray cluster of 2 CPUs, started with tests/ on PYTHONPATH (crashy targets)."""
+    pytest.importorskip("ray")
+    from compstack.sweep import RayExecutor
+
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(TESTS), old or ""])
+    ex = RayExecutor(num_cpus=2)  # session folder under the system temp (AF_UNIX paths are short)
+    yield ex
+    ex.close()
+    if old is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = old
+
+
+def _sweep(models: list[str], targets: list[str], store: Path, executor, latency=None, timeout=60.0,
+           resume=False, memory_mb=0):
+    opts = CompareOptions(targets=targets, latency=latency, limits=Limits(timeout_s=timeout, memory_mb=memory_mb))
+    cfg = settings(cache_dir=store / "cache", db=store / "results.sqlite")
+    return run_sweep(SweepOptions(models, opts, "ort-cpu", resume), cfg, executor)
+
+
+def test_expand_models(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    a = make_mlp(tmp_path / "sub" / "a.onnx")
+    b = make_mlp(tmp_path / "b.onnx")
+    (tmp_path / "list.txt").write_text(f"# models\nzoo:mlp\nsub/a.onnx\n\n{b}  # abs\n")
+    assert expand_models([f"@{tmp_path / 'list.txt'}", str(tmp_path)]) == ["zoo:mlp", str(a), str(b)]
+    assert len(expand_models(["zoo:*"])) >= 10
+    with pytest.raises(UserError, match="unknown zoo model 'nope'"):
+        expand_models(["zoo:nope"])
+    with pytest.raises(UserError, match="no such model file"):
+        expand_models([str(tmp_path / "missing.onnx")])
+
+
+@pytest.fixture(scope="module")
+def local_sweep(models: list[str], store: Path):
+    """3 models x 3 targets on the local executor (latency off: phase 2 is checked by the CLI test and on Ray)."""
+    return _sweep(models, TARGETS, store, LocalExecutor(2))
+
+
+def test_local_sweep_then_resume(models: list[str], store: Path, local_sweep) -> None:
+    sweep = local_sweep
+    assert sweep.jobs_run == 3 + 9  # the references, then every (model, target)
+    assert {r.status for r in sweep.rows.values()} == {"ok"}
+    for r in sweep.rows.values():
+        assert r.outputs[0]["max_abs_err"] < 1e-4 and r.latency_ms is None
+    s = summarize(sweep)
+    assert s["counts"]["iree-llvm-cpu"]["status"] == {"ok": 3}
+    assert s["geomean_speedup"]["ort-cpu"] == {"geomean": None, "models": 0}  # no latency, no speedup
+    db = sqlite3.connect(store / "results.sqlite")
+    rows = db.execute("SELECT target, status FROM results WHERE sweep_id = ?", (sweep.sweep_id,)).fetchall()
+    assert len(rows) == 9
+    # --resume: every job is known (same fingerprint, target, options, versions): nothing runs
+    t0 = time.monotonic()
+    again = _sweep(models, TARGETS, store, LocalExecutor(2), resume=True)
+    assert again.jobs_run == 0 and again.resumed == 9 and time.monotonic() - t0 < 20
+    assert {k: r.status for k, r in again.rows.items()} == {k: r.status for k, r in sweep.rows.items()}
+    reused = db.execute("SELECT COUNT(*) FROM results WHERE sweep_id = ? AND resumed_from IS NOT NULL",
+                        (again.sweep_id,)).fetchone()[0]
+    assert reused == 9
+
+
+def test_ray_matches_local(models: list[str], store: Path, local_sweep, ray_executor) -> None:
+    local = local_sweep
+    ray = _sweep(models, TARGETS, store, ray_executor)  # latency off: the statuses and numerics are compared
+    assert {k: r.status for k, r in ray.rows.items()} == {k: r.status for k, r in local.rows.items()}
+    assert len(ray.rows) == 9 and {r.status for r in ray.rows.values()} == {"ok"}
+    for key, r in ray.rows.items():
+        want = local.rows[key].outputs[0]
+        got = r.outputs[0]
+        assert got["max_abs_err"] == pytest.approx(want["max_abs_err"], rel=1e-6, abs=1e-12), key
+    assert ray_executor.describe()["task_overhead_ms_median"] is not None
+
+
+def test_ray_crash_and_hang_cost_their_rows(models: list[str], store: Path, ray_executor) -> None:
+    sweep = _sweep(models[:1], ["ort-cpu", "crash-segfault", "crash-hang"], store, ray_executor, latency=FAST,
+                   timeout=3.0, memory_mb=default_memory_mb())  # the CLI's default limit schedules on Ray
+    by = {t: r for (_, t), r in sweep.rows.items()}
+    assert by["crash-segfault"].status == "crashed" and "SIGSEGV" in by["crash-segfault"].error
+    assert by["crash-segfault"].stage == "run"
+    assert by["crash-hang"].status == "timeout" and "3 s wall-clock" in by["crash-hang"].error
+    assert by["ort-cpu"].status == "ok" and by["ort-cpu"].latency_ms["runs"] >= 3  # phase 2 ran on Ray too
+    rows = sqlite3.connect(store / "results.sqlite").execute(
+        "SELECT target, status FROM results WHERE sweep_id = ? ORDER BY target", (sweep.sweep_id,)).fetchall()
+    assert rows == [("crash-hang", "timeout"), ("crash-segfault", "crashed"), ("ort-cpu", "ok")]
+
+
+def test_cli_sweep_json_and_last_matrix(models: list[str], tmp_path: Path, isolated_env: Path) -> None:
+    listing = tmp_path / "models.txt"
+    listing.write_text("\n".join(models[:2]) + "\n")
+    p = run_cli("sweep", f"@{listing}", "--targets", "reference,ort-cpu", "--baseline", "reference", "--warmup", "1",
+                "--min-runs", "3", "--min-time", "0", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["models"] == models[:2] and out["counts"]["ort-cpu"]["status"] == {"ok": 2}
+    # phase 2 timed every ok row; ORT beats the float64 reference evaluator on every model
+    cells = [out["matrix"][m]["ort-cpu"] for m in models[:2]]
+    assert all(c["latency_ms"] > 0 and c["speedup"] > 1 for c in cells)
+    assert out["geomean_speedup"]["ort-cpu"]["models"] == 2 and out["geomean_speedup"]["ort-cpu"]["geomean"] > 1
+    assert out["executor"]["name"] == "local"
+    p = run_cli("sweep", "--last", "--matrix", "--json")
+    assert p.returncode == 0, p.stderr
+    last = json.loads(p.stdout)
+    assert last["sweep_id"] == out["sweep_id"] and last["matrix"][models[0]]["reference"]["status"] == "ok"
+
+
+def test_cli_ray_errors_are_one_line(models: list[str], isolated_env: Path) -> None:
+    t0 = time.monotonic()
+    p = run_cli("sweep", models[0], "--targets", "ort-cpu", "--executor", "ray", "--ray-address", "127.0.0.1:9")
+    assert p.returncode == 2 and time.monotonic() - t0 < 15
+    assert p.stderr.strip().splitlines() == ["compstack: error: --ray-address 127.0.0.1:9: unreachable "
+                                             "(Connection refused)"]
+    code = ("import sys; sys.modules['ray'] = None; from compstack.cli import main; "
+            f"main(['sweep', {models[0]!r}, '--targets', 'ort-cpu', '--executor', 'ray'])")
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == ['compstack: error: the ray executor needs Ray: pip install -e ".[ray]"']
+    probe = ("import compstack, compstack.sweep, compstack.cli, sys; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'ray'))")
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert p.stdout.strip() == "[]"  # import compstack (and the sweep package) never imports ray
+
+
+def test_old_database_gets_the_sweep_columns(tmp_path: Path) -> None:
+    from compstack.results import Report, Result, ResultsDB
+
+    db_path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(db_path)
+    old.executescript("CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, "
+                      "created REAL NOT NULL, model_name TEXT NOT NULL, fingerprint TEXT NOT NULL, target TEXT NOT NULL, "
+                      "status TEXT NOT NULL, stage TEXT, error TEXT, compile_s REAL, latency_median_ms REAL, "
+                      "latency_json TEXT, outputs_json TEXT, versions_json TEXT, flags_json TEXT, reference TEXT, "
+                      "cached INTEGER, log TEXT);"
+                      "INSERT INTO results (run_id, created, model_name, fingerprint, target, status) "
+                      "VALUES ('r0', 0, 'm', 'f', 'ort-cpu', 'ok');")
+    old.commit()
+    old.close()
+    db = ResultsDB(db_path)
+    db.add(Report(model={"name": "m2", "fingerprint": "g"}, reference={}), Result("tvm-llvm", "failed"), "sw-1",
+           {"opt": "x"})
+    rows = db.conn.execute("SELECT target, sweep_id, options_json FROM results ORDER BY id").fetchall()
+    db.close()
+    assert rows == [("ort-cpu", "", "{}"), ("tvm-llvm", "sw-1", '{"opt": "x"}')]

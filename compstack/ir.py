@@ -265,14 +265,27 @@ def load(path: str | os.PathLike[str], opset: int = DEFAULT_OPSET) -> ir.Model:
     Raises:
         UserError: see :func:`load_proto` and :func:`canonicalize`.
     """
+    return load_with_written(path, opset)[0]
+
+
+def load_with_written(path: str | os.PathLike[str], opset: int = DEFAULT_OPSET) -> tuple[ir.Model, ir.Model]:
+    """:func:`load`, and the same file exactly as written (:func:`as_written`), both on
+    one parsed protobuf: the weights are not copied for the second.
+
+    Raises:
+        UserError: see :func:`load_proto` and :func:`canonicalize`.
+    """
     proto = load_proto(path, external_data=False, checked=False)
     skeleton, weights = _split_weights(proto, str(path))
     check(skeleton, str(path), path=None if weights else Path(path))
     model = canonicalize(skeleton, source=str(path), opset=opset)
     del skeleton
     _attach_weights(model, weights, {v.name for v in proto.graph.input})
-    ir.external_data.set_base_dir(model.graph, Path(path).resolve().parent)  # memory-mapped when read
-    return model
+    base = Path(path).resolve().parent
+    ir.external_data.set_base_dir(model.graph, base)  # memory-mapped when read
+    written = as_written(proto)
+    ir.external_data.set_base_dir(written.graph, base)
+    return model, written
 
 
 #: Inline initializers at least this large are kept out of the checker's and shape
@@ -787,5 +800,5 @@ class SourceModel:
         return fingerprint(self.model)
 
 
-__all__ += ["SourceModel", "as_written", "upgrade_opset", "source_of", "user_frame", "tensor_bytes", "check",
+__all__ += ["SourceModel", "as_written", "load_with_written", "upgrade_opset", "source_of", "user_frame", "tensor_bytes", "check",
             "inline_functions", "prefers_external_data", "STREAM_MIN_BYTES"]

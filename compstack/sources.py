@@ -71,6 +71,5 @@ def resolve_model(spec: str, cache_dir: Path | None = None, timeout_s: float | N
                         "an ONNX model is a .onnx file)")
     from compstack import ir as cir
 
-    proto = cir.load_proto(spec)
-    return SourceModel(name=Path(spec).name, model=cir.canonicalize(proto, source=spec), origin="onnx",
-                       as_written=cir.as_written(proto))
+    model, written = cir.load_with_written(spec)  # one copy of the weights for both forms
+    return SourceModel(name=Path(spec).name, model=model, origin="onnx", as_written=written)

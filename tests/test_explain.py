@@ -246,6 +246,15 @@ def test_xla_reports_the_hlo_passes_that_changed_a_model_and_disables_them() -> 
     assert not rep["found"]  # still right without fusion
 
 
+def test_inductor_without_its_code_generation_agrees() -> None:
+    from compstack.targets.inductor import InductorCpuTarget
+
+    assert InductorCpuTarget.optimizations_off == {"options": {"backend": "aot_eager"}}
+    rep = explain(_chain(["Add", "Relu", "Mul", "Tanh"]), {"x": _x((4, 8))}, ["inductor-cpu"],
+                  target_options={"inductor-cpu": {"backend": "aot_eager"}})
+    assert not rep["found"] and rep["status"]["inductor-cpu"]["status"] == "ok"
+
+
 def test_translation_bug_is_attributed_to_compstack() -> None:
     ops = (_FILLER * 3)[:16]
     ops[8] = "Sin"

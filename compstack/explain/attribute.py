@@ -8,7 +8,8 @@ checking whether the discrepancy is still there:
    bug is ours: the report says so plainly.
 2. **the stack's optimiser**: run with the switch the target declares in
    ``Target.optimizations_off`` (ORT ``ORT_DISABLE_ALL``, TVM ``opt_level=0``, IREE
-   ``--iree-opt-level=O0``, XLA ``--xla_backend_optimization_level=0``). Right then
+   ``--iree-opt-level=O0``, XLA ``--xla_backend_optimization_level=0``, Inductor
+   ``backend=aot_eager``, TorchScript ``optimize=false``). Right then
    means an optimisation introduced it; still wrong means the stack's frontend, code
    generation or runtime.
 3. **which pass**: where the stack switches passes off by name (``Target.pass_option``:

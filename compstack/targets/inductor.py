@@ -30,7 +30,7 @@ import importlib.metadata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 from unittest import mock
 
 import numpy as np
@@ -60,14 +60,20 @@ class InductorOptions(PathOptions):
             ``max-autotune-no-cudagraphs`` (Inductor benchmarks candidate GEMM/conv
             templates, C++ ones on CPU, and tunes launch parameters; the options it sets
             are ``torch._inductor.list_mode_options(mode)``, recorded in the flags).
+        backend: ``inductor``, or ``aot_eager`` (TorchDynamo's debug backend: the same
+            captured graph through AOTAutograd's decompositions, run eagerly without
+            Inductor's code generation; what ``compstack explain`` compares against).
     """
 
     freezing: bool = False
     mode: str = "default"
+    backend: str = "inductor"
 
     def validate(self) -> str:
         if self.mode not in _MODES:
             return f"mode={self.mode}: expected one of {', '.join(_MODES)}"
+        if self.backend not in ("inductor", "aot_eager"):
+            return f"backend={self.backend}: expected inductor or aot_eager"
         return super().validate()
 
 
@@ -93,6 +99,8 @@ class InductorCpuTarget(TwoPathTarget):
     supported_dtypes = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8",
                                   "float16", "float32", "float64"})
     needs_torch: ClassVar[bool] = True
+    #: TorchDynamo's ``aot_eager`` backend: the captured graph without Inductor.
+    optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"backend": "aot_eager"}}
     native_framework: ClassVar[str] = "torch"
     table_module: ClassVar[str] = "compstack.translate.fx"
 
@@ -276,6 +284,18 @@ class _Capture:
 
         return run
 
+    def compile_aot_eager(self) -> tuple[list[str], list[str]]:
+        """TorchDynamo's ``aot_eager`` backend on the captured graph instead of Inductor."""
+        if self.graph is None:
+            return [_NO_GRAPH], [_NO_GRAPH]
+        import torch
+        from torch._dynamo.backends.registry import lookup_backend
+
+        with torch.no_grad():
+            self.compiled = lookup_backend("aot_eager")(self.graph, self.example_inputs)
+        note = "(backend=aot_eager: no Inductor code generation)\n"
+        return [note], [note]
+
     def compile(self, record: bool, freezing: bool, mode: str = "default") -> tuple[list[str], list[str]]:
         """Run Inductor on the captured graph; returns (post-grad graphs, output code).
         Without a graph (a program with no tensor computation) there is nothing to do."""
@@ -326,7 +346,11 @@ class InductorLowered(Lowered):
 
     def compile_impl(self) -> InductorCompiled:
         target = self.target
-        post, codes = self.capture.compile(target.record_stages, bool(target.options.freezing), target.options.mode)
+        if target.options.backend == "aot_eager":
+            post, codes = self.capture.compile_aot_eager()
+        else:
+            post, codes = self.capture.compile(target.record_stages, bool(target.options.freezing),
+                                               target.options.mode)
         out = InductorCompiled(target, self.model, self)
         cached = "(not recorded: Inductor's FX graph cache served this compile; `compstack lower` and " \
                  "`compstack dump` compile with caches off)\n"

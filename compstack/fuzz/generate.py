@@ -82,12 +82,14 @@ class Case:
         feeds: graph input name -> array.
         seed: the sub-seed that made it (``Generator.one(seed)`` makes it again).
         ops: op types in node order.
+        ref: the reference values of every tensor (computed while validating).
     """
 
     model: onnx.ModelProto
     feeds: dict[str, np.ndarray]
     seed: int
     ops: list[str] = field(default_factory=list)
+    ref: Any = None
 
 
 class Builder:
@@ -111,6 +113,10 @@ class Builder:
 
     def choice(self, seq: Sequence[Any]) -> Any:
         return seq[int(self.rng.integers(len(seq)))]
+
+    def dtype(self, names: Sequence[str]) -> str:
+        """A dtype of ``names``; float32 half of the time when it is one (most models are)."""
+        return "float32" if "float32" in names and self.coin(0.5) else self.choice(list(names))
 
     def coin(self, p: float = 0.5) -> bool:
         return bool(self.rng.random() < p)
@@ -141,7 +147,8 @@ class Builder:
         if not ok:
             return None
         fresh = [t for t in ok if t.name not in self.consumed]
-        return self.choice(fresh if fresh and self.coin(0.8) else ok)
+        seq = fresh if fresh and self.coin(0.8) else ok
+        return seq[-1] if self.coin(0.5) else self.choice(seq)  # favour the newest: deeper graphs
 
     def operand(self, dtypes: Sequence[str], *, leaf: bool = False, pred: Any = None, rank: int | None = None,
                 domain: str = "any", shape: tuple[int, ...] | None = None) -> Tensor:
@@ -150,9 +157,9 @@ class Builder:
         if domain == "any" and shape is None:
             t = self.pick(usable, leaf=leaf, pred=pred if rank is None else
                           (lambda x: len(x.shape) == rank and (pred is None or pred(x))))
-            if t is not None and self.coin(0.85):
+            if t is not None and self.coin(0.9):
                 return t
-        dtype = self.choice(usable)
+        dtype = self.dtype(usable)
         return self.new_input(dtype, shape if shape is not None else self.shape(rank), domain)
 
     def node(self, op: str, inputs: Sequence[str], n_out: int = 1, **attrs: Any) -> list[str]:
@@ -243,7 +250,7 @@ class Generator:
             raise RuntimeError("no op spec matches --ops/--dtypes")
         rng = np.random.default_rng(seed)
         b = Builder(rng, self.dtypes)
-        b.pool.append(b.new_input(b.choice(self.dtypes), b.shape()))
+        b.pool.append(b.new_input(b.dtype(self.dtypes), b.shape()))
         target = int(rng.integers(1, self.max_nodes + 1))
         tries = 0
         while len(b.nodes) < target and tries < 4 * self.max_nodes:
@@ -307,9 +314,13 @@ class Generator:
             ref = reference_values(model, feeds)
         except Exception as exc:  # noqa: BLE001 - the reference cannot run it: not a valid case
             return self._reject(f"reference: {type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}")
+        for o in model.graph.output:  # the reference against ONNX shape inference: both are the spec
+            dims = [d.dim_value for d in o.type.tensor_type.shape.dim]
+            if o.type.tensor_type.HasField("shape") and all(dims) and list(np.shape(ref.f32[o.name])) != dims:
+                return self._reject(f"reference shape: {o.name} {list(np.shape(ref.f32[o.name]))} != inferred {dims}")
         if not self.allow_ub and undefined(model, ref.f32):
             return self._reject("undefined behaviour")
-        return Case(model, feeds, seed, [n.op_type for n in model.graph.node])
+        return Case(model, feeds, seed, [n.op_type for n in model.graph.node], ref)
 
     def _reject(self, why: str) -> None:
         self.stats["rejected"] += 1

@@ -1023,7 +1023,7 @@ def bisect(model: str | None, **kw: Any) -> None:
 @click.option("--time", "budget", default="10m", show_default=True, help="Campaign budget (90s, 10m, 1h).")
 @click.option("--graphs", "max_graphs", type=click.IntRange(min=1), help="Stop after this many graphs.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Campaign seed (graph i is reproducible).")
-@click.option("--ops", help="Regex of op types to generate (e.g. 'Conv|Resize|Pad') [default: all specs].")
+@click.option("--ops", help="Regex matched against whole op types (e.g. 'Conv|Resize|Pad') [default: all specs].")
 @click.option("--max-nodes", type=click.IntRange(1, 64), default=6, show_default=True, help="Nodes per graph, at most.")
 @click.option("--dtypes", help="Comma-separated dtypes of inputs [default: all of float32,float16,bfloat16,"
                                "int8,int32,int64,bool].")

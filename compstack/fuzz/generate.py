@@ -159,8 +159,26 @@ class Builder:
                           (lambda x: len(x.shape) == rank and (pred is None or pred(x))))
             if t is not None and self.coin(0.9):
                 return t
+            if t is None and self.coin(0.7):  # connect: Cast a tensor of another dtype
+                c = self._cast_from_pool(usable, leaf, pred if rank is None else
+                                         (lambda x: len(x.shape) == rank and (pred is None or pred(x))))
+                if c is not None:
+                    return c
         dtype = self.dtype(usable)
         return self.new_input(dtype, shape if shape is not None else self.shape(rank), domain)
+
+    def _cast_from_pool(self, dtypes: Sequence[str], leaf: bool, pred: Any) -> Tensor | None:
+        """A pool tensor Cast to one of ``dtypes`` (never float to integer/bool: a computed
+        float may be out of range or sit on a rounding boundary; Operators.md#Cast)."""
+        if leaf:
+            return None
+        to = self.dtype(dtypes)
+        src = self.pick([d for d in ALL_DTYPES if d != to and (np_dtype(d).kind != "f" or np_dtype(to).kind == "f")],
+                        pred=pred)
+        if src is None:
+            return None
+        (y,) = self.node("Cast", [src.name], to=_onnx_type(to))
+        return Tensor(y, to, src.shape)
 
     def node(self, op: str, inputs: Sequence[str], n_out: int = 1, **attrs: Any) -> list[str]:
         outs = [self.fresh("t") for _ in range(n_out)]
@@ -208,7 +226,8 @@ class Generator:
         seed: campaign seed; graph ``i`` uses sub-seed ``seed * 1_000_003 + i``.
         max_nodes: at most this many nodes per graph (guards included).
         dtypes: dtypes of graph inputs and constants.
-        ops: a regex; only specs whose op type matches are used.
+        ops: a regex matched against the whole op type (``Conv|Resize`` is those two, not
+            ConvTranspose); only matching specs are used.
         allow_ub: keep graphs whose inputs trigger undefined behaviour (labelled later).
     """
 
@@ -221,7 +240,7 @@ class Generator:
         schema_ok = _schema_dtypes()
         self.specs: list[OpSpec] = []
         for s in SPECS:
-            if pat is not None and not pat.fullmatch(s.op) and not pat.search(s.op):
+            if pat is not None and not pat.fullmatch(s.op):
                 continue
             allowed = [d for d in s.dtypes if d in schema_ok.get(s.op, set(ALL_DTYPES))]
             if not [d for d in allowed if d in self.dtypes]:

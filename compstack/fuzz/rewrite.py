@@ -6,8 +6,10 @@ trusting any reference (EMI-style metamorphic testing: Le et al., PLDI 2014; for
 compilers, e.g. NNSmith, ASPLOS 2023). Each rewrite is exact in real arithmetic; the
 first four are exact in IEEE arithmetic too:
 
-* ``commute``: swap the operands of a commutative op (Add, Mul, Max, Min, And, Or,
-  Xor, Equal, Sum, Mean; Operators.md: these are symmetric);
+* ``commute``: swap the operands of a commutative binary op (Add, Mul, Max, Min, And,
+  Or, Xor, Equal; Operators.md: these are symmetric). Not Sum/Mean: onnx 1.23's
+  reference evaluator accumulates them in place into the first operand and fails when a
+  later one broadcasts it larger (``op_mean.py``, ``res += m``);
 * ``identity``: route a tensor through ``Identity``;
 * ``transpose_pair``: ``Transpose(perm)`` then ``Transpose(perm⁻¹)`` on a tensor;
 * ``neutral``: ``x * 1`` or ``x + 0`` on a tensor (``-0 + 0`` is ``+0``: equal values);
@@ -27,7 +29,7 @@ from compstack.explain.graph import ReferenceValues
 
 __all__ = ["REWRITES", "rewrite"]
 
-_COMMUTATIVE = frozenset({"Add", "Mul", "Max", "Min", "And", "Or", "Xor", "Equal", "Sum", "Mean"})
+_COMMUTATIVE = frozenset({"Add", "Mul", "Max", "Min", "And", "Or", "Xor", "Equal"})
 
 
 def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -59,7 +61,7 @@ def _producer(m: onnx.ModelProto, name: str) -> int:
 
 
 def commute(proto: onnx.ModelProto, ref: ReferenceValues, rng: np.random.Generator) -> onnx.ModelProto | None:
-    idx = [i for i, n in enumerate(proto.graph.node) if n.op_type in _COMMUTATIVE and len(n.input) >= 2]
+    idx = [i for i, n in enumerate(proto.graph.node) if n.op_type in _COMMUTATIVE and len(n.input) == 2]
     if not idx:
         return None
     m = _copy(proto)
@@ -113,21 +115,28 @@ def neutral(proto: onnx.ModelProto, ref: ReferenceValues, rng: np.random.Generat
 
 def reassociate(proto: onnx.ModelProto, ref: ReferenceValues, rng: np.random.Generator) -> onnx.ModelProto | None:
     inits = {t.name: t for t in proto.graph.initializer}
+
+    def const_at(n: onnx.NodeProto) -> int:
+        return next((k for k in (1, 0) if n.input[k] in inits
+                     and onnx.numpy_helper.to_array(inits[n.input[k]]).dtype.kind == "f"), -1)
+
     idx = [i for i, n in enumerate(proto.graph.node) if n.op_type in ("Add", "Mul") and len(n.input) == 2
-           and n.input[1] in inits and onnx.numpy_helper.to_array(inits[n.input[1]]).dtype.kind == "f"]
+           and const_at(n) >= 0]
     if not idx:
         return None
     m = _copy(proto)
     i = int(rng.choice(idx))
     n = m.graph.node[i]
-    c = onnx.numpy_helper.to_array(inits[n.input[1]])
+    k = const_at(n)
+    cname, x = n.input[k], n.input[1 - k]
+    c = onnx.numpy_helper.to_array(inits[cname])
     half = (c / 2).astype(c.dtype)
     first = np.asarray(2, c.dtype) if n.op_type == "Mul" else half
-    m.graph.initializer.extend([numpy_helper.from_array(np.asarray(first), n.input[1] + "_ra"),
-                                numpy_helper.from_array(half, n.input[1] + "_rb")])
+    m.graph.initializer.extend([numpy_helper.from_array(np.asarray(first), cname + "_ra"),
+                                numpy_helper.from_array(half, cname + "_rb")])
     mid = n.output[0] + "_ra"
-    m.graph.node.insert(i, helper.make_node(n.op_type, [n.input[0], n.input[1] + "_ra"], [mid], name="eq_reassoc"))
-    n.input[0], n.input[1] = mid, n.input[1] + "_rb"
+    m.graph.node.insert(i, helper.make_node(n.op_type, [x, cname + "_ra"], [mid], name="eq_reassoc"))
+    n.input[0], n.input[1] = mid, cname + "_rb"
     return m
 
 

@@ -182,8 +182,8 @@ class _Campaign:
     def _verdicts(self, outputs: dict[str, np.ndarray], model: onnx.ModelProto, ref: Any) -> list[tuple[str, Any]]:
         from compstack.explain.verdict import judge
 
-        out = []
-        for i, o in enumerate(model.graph.output):
+        out: list[tuple[str, Any]] = []
+        for o in model.graph.output:
             if o.name not in outputs:
                 out.append((o.name, None))
                 continue
@@ -301,7 +301,7 @@ class _Campaign:
     def _save_unreduced(self, case: Case, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         onnx.save(case.model, str(folder / "model.onnx"))
-        np.savez(folder / "inputs.npz", **case.feeds)
+        np.savez(folder / "inputs.npz", **case.feeds)  # type: ignore[arg-type]
 
     def close(self) -> None:
         self.ev.close()

@@ -198,8 +198,12 @@ def _window(b: Builder, sizes: tuple[int, ...], dil_ok: bool = True, pads_ok: bo
         p1 = int(b.rng.integers(0, k)) if pads_ok and b.coin(0.5) else 0
         while d + p0 + p1 - dil * (k - 1) - 1 < 0 and (k > 1 or dil > 1):
             k, dil = (k - 1, dil) if k > 1 else (k, 1)
-        ks.append(k), st.append(b.choice([1, 1, 2, 3])), dl.append(dil), pb.append(p0), pe.append(p1)
-    out = {"kernel_shape": ks, "strides": st}
+        ks.append(k)
+        st.append(b.choice([1, 1, 2, 3]))
+        dl.append(dil)
+        pb.append(p0)
+        pe.append(p1)
+    out: dict[str, Any] = {"kernel_shape": ks, "strides": st}
     if any(x != 1 for x in dl):
         out["dilations"] = dl
     if any(pb + pe):
@@ -417,7 +421,9 @@ def slice(b: Builder, spec: OpSpec) -> None:  # noqa: A001 - the op's name
             s = int(b.rng.integers(0, d)) if b.coin(0.8) else 2 ** 31
             e = int(b.rng.integers(-1, min(s, d - 1))) if b.coin(0.8) else -(2 ** 31)
             e = -d - 1 if e == -1 else e
-        starts.append(s - d if b.coin(0.2) and 0 <= s < d else s), ends.append(e), steps.append(step)
+        starts.append(s - d if b.coin(0.2) and 0 <= s < d else s)
+        ends.append(e)
+        steps.append(step)
     ins = [x.name, b.const(np.asarray(starts, _I64)), b.const(np.asarray(ends, _I64)),
            b.const(np.asarray(axes, _I64)), b.const(np.asarray(steps, _I64))]
     b.node("Slice", ins)

@@ -247,7 +247,7 @@ class Generator:
                 continue
             self.specs.append(OpSpec(s.op, s.family, tuple(allowed), s.domain, s.discrete, s.attrs, s.source))
         self.families = families
-        self.stats = {"generated": 0, "rejected": 0, "reasons": {}}
+        self.stats: dict[str, Any] = {"generated": 0, "rejected": 0, "reasons": {}}
 
     def ops(self) -> list[str]:
         """Op types this generator can emit."""
@@ -341,11 +341,11 @@ class Generator:
             return self._reject("undefined behaviour")
         return Case(model, feeds, seed, [n.op_type for n in model.graph.node], ref)
 
-    def _reject(self, why: str) -> None:
+    def _reject(self, why: str) -> Case | None:
         self.stats["rejected"] += 1
         key = why.split(":")[0]
         self.stats["reasons"][key] = self.stats["reasons"].get(key, 0) + 1
-        return None
+        return None  # always None: callers return it
 
 
 class _Skip(Exception):

@@ -33,7 +33,8 @@ def integer_overflow(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]) -
         if res.dtype.kind not in "iu":
             continue
         ins = [np.asarray(values[i]) if i else None for i in node.input]
-        feeds, names = {}, []
+        feeds: dict[str, np.ndarray] = {}
+        names: list[str] = []
         for k, (name, v) in enumerate(zip(node.input, ins)):
             if v is None:
                 names.append("")
@@ -48,8 +49,8 @@ def integer_overflow(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]) -
         graph = helper.make_graph([n], "ub", [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(
             v.dtype), list(v.shape)) for k, v in feeds.items()], [helper.make_tensor_value_info("y", 0, None)])
         try:
-            exact = ReferenceEvaluator(helper.make_model(graph, opset_imports=list(proto.opset_import)))\
-                .run(None, feeds)[0]
+            sess = ReferenceEvaluator(helper.make_model(graph, opset_imports=list(proto.opset_import)))
+            exact = np.asarray(list(sess.run(None, feeds))[0])
         except Exception:  # noqa: BLE001 - cannot recompute: assume the worst
             out.append(f"{node.name}: integer {node.op_type} (overflow not checkable)")
             continue

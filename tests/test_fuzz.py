@@ -182,3 +182,18 @@ def test_cli_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit):
         main(["fuzz", "--executor", "ray"])
     assert "not available yet" in capsys.readouterr().err
+
+
+def test_consensus_against_the_reference_blames_no_stack() -> None:
+    from compstack.explain.evaluate import EvalResult
+    from compstack.fuzz.campaign import _reference_suspect
+
+    same = {"y": np.asarray([-0.667, 0.333], np.float32)}
+    wrong = ("wrong", "compare", "output y", None)
+    done = {t: (wrong[0], wrong[1], wrong[2], EvalResult("ok", outputs=dict(same))) for t in ("a", "b")}
+    assert _reference_suspect(done)
+    done["b"] = ("wrong", "compare", "", EvalResult("ok", outputs={"y": np.asarray([2.0, -1.0], np.float32)}))
+    assert not _reference_suspect(done)  # they disagree with each other too
+    done["b"] = ("ok", "", "", EvalResult("ok", outputs=dict(same)))
+    assert not _reference_suspect(done)  # one stack agrees with the reference
+    assert not _reference_suspect({"a": done["a"]})  # one stack alone never overrules the reference

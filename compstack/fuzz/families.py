@@ -299,11 +299,17 @@ def lpnorm(b: Builder, spec: OpSpec) -> None:
 
 
 def lrn(b: Builder, spec: OpSpec) -> None:
-    """LRN: rank 4, size odd (the spec's formula is symmetric for odd sizes) and <= C
-    (the reference evaluator indexes out of range beyond C)."""
-    x = _spatial(b, spec, 4)
-    b.node("LRN", [x.name], size=b.choice([n for n in (1, 3, 5) if n <= x.shape[1]]), alpha=b.choice([1e-4, 0.01]), beta=b.choice([0.75, 0.5]),
-           bias=b.choice([1.0, 2.0]))
+    """LRN: rank 4, size odd (the spec's formula is symmetric for odd sizes) and <= C;
+    N == C, because onnx 1.23's reference evaluator loops its channel index over the
+    batch dimension (``op_lrn.py``: ``for c in range(x.shape[0])``), which is right
+    only then."""
+    c = int(b.rng.integers(1, 5))
+    x = b.operand(spec.dtypes, rank=4, pred=lambda t: t.shape[0] == t.shape[1],
+                  shape=None if b.coin(0.3) else (c, c, int(b.rng.integers(1, 5)), int(b.rng.integers(1, 5))))
+    if x.shape[0] != x.shape[1]:
+        raise _Skip
+    b.node("LRN", [x.name], size=b.choice([n for n in (1, 3, 5) if n <= x.shape[1]]), alpha=b.choice([1e-4, 0.01]),
+           beta=b.choice([0.75, 0.5]), bias=b.choice([1.0, 2.0]))
 
 
 def softmax(b: Builder, spec: OpSpec) -> None:

@@ -29,6 +29,7 @@ _SUBS = [
     (re.compile(r"\b(in|t|n|c|w)\d+\w*"), "<name>"),
     (re.compile(r"\b(lv|gv|v|x|y)\d*\b"), "<var>"),  # TVM/MLIR SSA-style value names
     (re.compile(r"-?\d+(\.\d+)?(e-?\d+)?"), "#"),
+    (re.compile(r"#(, #)+"), "#…"),  # shapes of any rank
     (re.compile(r"\s+"), " "),
 ]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -1139,6 +1140,64 @@ def bisect(model: str | None, **kw: Any) -> None:
     """Binary-search graph prefixes of MODEL (each compiled with its frontier as outputs)
     for the first divergent node, then run that node alone on the reference's inputs."""
     sys.exit(_explain_run(model, kw, "bisect"))
+
+
+@cli.command(short_help="Fuzz the stacks with random valid ONNX graphs; dedup, reduce and bundle findings.")
+@click.option("--targets", "targets_spec", default="cpu", show_default=True, help="Targets or aliases to fuzz.")
+@click.option("--time", "budget", default="10m", show_default=True, help="Campaign budget (90s, 10m, 1h).")
+@click.option("--graphs", "max_graphs", type=click.IntRange(min=1), help="Stop after this many graphs.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Campaign seed (graph i is reproducible).")
+@click.option("--ops", help="Regex matched against whole op types (e.g. 'Conv|Resize|Pad') [default: all specs].")
+@click.option("--max-nodes", type=click.IntRange(1, 64), default=6, show_default=True, help="Nodes per graph, at most.")
+@click.option("--dtypes", help="Comma-separated dtypes of inputs [default: all of float32,float16,bfloat16,"
+                               "int8,int32,int64,bool].")
+@click.option("--allow-ub", is_flag=True, help="Keep inputs with undefined behaviour; label such findings undefined.")
+@click.option("--no-reduce", is_flag=True, help="Record findings without reducing and bundling them.")
+@click.option("--equivalence", type=_Finite(0, 1), default=0.5, show_default=True,
+              help="Share of graphs also run as a semantically equal rewrite.")
+@click.option("--timeout", type=_Finite(1, 86400), default=60, show_default=True, help="Limit of one evaluation, s.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where evaluations run.")
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), help="Bundles of the findings (DIR/NNNN).")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False), help="Print the campaign of a -o folder.")
+@click.option("--replay", "replay_dir", type=click.Path(file_okay=False), help="Rerun one finding's bundle.")
+@click.option("--update-known", is_flag=True, help="Add this campaign's findings to compstack/fuzz/known/.")
+@click.option("--db", type=click.Path(dir_okay=False), help="Results database [env COMPSTACK_DB].")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON on stdout, nothing else.")
+def fuzz(**kw: Any) -> None:
+    """Generate valid-by-construction ONNX graphs over the op specs, run them on every
+    target against the float64 reference (noise floor), check crashes per stage and
+    equivalent rewrites, dedup findings by signature, reduce and bundle each unique one.
+
+    Exit status: 0 nothing new (or --report/--replay reproduces), 1 a new finding
+    (--replay: does not reproduce), 2 bad input.
+    """
+    from compstack import config
+    from compstack import targets as registry
+    from compstack.explain.commands import parse_duration
+    from compstack.fuzz import commands as fc
+
+    if kw["report_dir"]:
+        sys.exit(fc.report_command(kw["report_dir"], Path(kw["db"]) if kw["db"] else None))
+    if kw["replay_dir"]:
+        sys.exit(fc.replay_command(kw["replay_dir"], kw["timeout"], kw["as_json"]))
+    if kw["executor"] == "ray":
+        raise UserError("--executor ray: not available yet (compstack has no Ray executor); use --executor local")
+    if kw["ops"]:
+        try:
+            re.compile(kw["ops"])
+        except re.error as exc:
+            raise UserError(f"--ops {kw['ops']!r}: not a regular expression ({exc})") from None
+    from compstack.fuzz.campaign import CampaignOptions
+
+    opts = CampaignOptions(registry.resolve(kw["targets_spec"]), kw["seed"], parse_duration(kw["budget"], "--time"),
+                           kw["max_graphs"], kw["max_nodes"], fc.parse_dtypes(kw["dtypes"]), kw["ops"],
+                           kw["allow_ub"], Path(kw["out_dir"]) if kw["out_dir"] else None, kw["timeout"],
+                           kw["equivalence"], not kw["no_reduce"])
+    if opts.out_dir:
+        _probe_dir(opts.out_dir, f"-o {opts.out_dir}: folder not writable")
+    db = config.settings(db=kw["db"]).db
+    sys.exit(fc.fuzz_command(opts, db, kw["update_known"], kw["as_json"]))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

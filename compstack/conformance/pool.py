@@ -97,9 +97,11 @@ class WorkerProcess:
         line, _, self._buf = self._buf.partition(b"\n")
         return json.loads(line)
 
-    def run_case(self, name: str, timeout: float, start_timeout: float = 120.0) -> dict[str, Any]:
+    def run_case(self, name: str, timeout: float, start_timeout: float = 120.0,
+                 stage_times: bool = False) -> dict[str, Any]:
         """Run one case; returns its result row (``timeout``/``crashed`` rows included,
-        and ``crashed`` when a restarted worker does not start)."""
+        and ``crashed`` when a restarted worker does not start); with ``stage_times``
+        the row of a finished case has ``stage_seconds``: wall time per stage."""
         if self.proc is None:
             try:
                 self.start(start_timeout)
@@ -115,14 +117,20 @@ class WorkerProcess:
         except BrokenPipeError:
             pass
         deadline = time.monotonic() + timeout
+        mark = time.perf_counter()
+        spent: dict[str, float] = {}
         while True:
             msg = self._read(max(0.0, deadline - time.monotonic()))
+            now = time.perf_counter()
+            if msg is not None and ("progress" in msg or "result" in msg):  # time per stage, seen from here
+                spent[stage] = round(spent.get(stage, 0.0) + now - mark, 4)
+                mark = now
             if msg is None:
                 break
             if "progress" in msg:
                 stage = msg["progress"]
             elif "result" in msg:
-                return msg["result"]
+                return {**msg["result"], "stage_seconds": spent} if stage_times else msg["result"]
         if self.eof:  # the worker closed its pipe: it is dying; reap it to learn how
             try:
                 self.proc.wait(timeout=10)

@@ -61,6 +61,8 @@ class EvalResult:
         error: one line.
         outputs: output name -> array (when ok).
         seconds: wall time of the evaluation.
+        stage_seconds: wall time per stage (``import``, ``lower``, ``compile``, ``run``)
+            as the worker's progress messages delimit them.
     """
 
     status: str
@@ -69,6 +71,7 @@ class EvalResult:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     seconds: float = 0.0
     log: str = ""
+    stage_seconds: dict[str, float] = field(default_factory=dict)
 
 
 class Evaluator:
@@ -173,9 +176,10 @@ class Evaluator:
         w = self._worker(run)
         t0 = time.perf_counter()
         self.count[run.target] = self.count.get(run.target, 0) + 1
-        row = w.run_case(json.dumps(request), self.timeout_s)
+        row = w.run_case(json.dumps(request), self.timeout_s, stage_times=True)
         result = EvalResult(row.get("status", "failed"), row.get("stage", ""), row.get("error", ""),
-                            seconds=time.perf_counter() - t0, log=row.get("log", ""))
+                            seconds=time.perf_counter() - t0, log=row.get("log", ""),
+                            stage_seconds=dict(row.get("stage_seconds") or {}))
         if result.status == "ok":
             with np.load(base / "outputs.npz", allow_pickle=False) as data:
                 result.outputs = decode_arrays({k: data[k] for k in data.files})

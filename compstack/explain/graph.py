@@ -53,7 +53,9 @@ class ReferenceValues:
 
     Attributes:
         f64: value of every tensor (inputs, initializers, intermediates, outputs) with
-            float32 computed in float64 (:func:`compstack.targets.reference.to_float64`).
+            float32, float16 and bfloat16 computed in float64
+            (:func:`compstack.targets.reference.to_float64` with ``halves``), so a
+            half-precision model has a real float64 reference and noise floor.
         f32: the same tensors computed in the model's own precision (the float32 run
             whose error against ``f64`` is the noise floor).
         dtypes: each tensor's declared numpy dtype in the original model.
@@ -100,11 +102,11 @@ def reference_values(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> Re
     from compstack.targets.reference import to_float64
 
     f32 = _run(proto, feeds)
-    f64 = _run(to_float64(proto), feeds)
+    f64 = _run(to_float64(proto, halves=True), feeds)
     for t in proto.graph.initializer:  # initializers are not always in the intermediate dict
         arr = onnx.numpy_helper.to_array(t)
         f32.setdefault(t.name, arr)
-        f64.setdefault(t.name, arr.astype(np.float64) if arr.dtype == np.float32 else arr)
+        f64.setdefault(t.name, arr.astype(np.float64) if arr.dtype.kind == "f" or "float" in arr.dtype.name else arr)
     dtypes = {k: np.asarray(v).dtype for k, v in f32.items()}
     return ReferenceValues(f64, f32, dtypes)
 

@@ -47,51 +47,59 @@ class ReferenceOptions(TargetOptions):
         return ""
 
 
-def _retype(tp: onnx.TypeProto) -> None:
-    if tp.HasField("tensor_type") and tp.tensor_type.elem_type == _F32:
+_F32_ONLY = frozenset({_F32})
+_HALVES = frozenset({_F32, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
+
+
+def _retype(tp: onnx.TypeProto, widen: frozenset[int] = _F32_ONLY) -> None:
+    if tp.HasField("tensor_type") and tp.tensor_type.elem_type in widen:
         tp.tensor_type.elem_type = _F64
 
 
-def _retensor(t: onnx.TensorProto) -> None:
-    if t.data_type == _F32:
+def _retensor(t: onnx.TensorProto, widen: frozenset[int] = _F32_ONLY) -> None:
+    if t.data_type in widen:
         arr = onnx.numpy_helper.to_array(t).astype(np.float64)
         t.CopyFrom(onnx.numpy_helper.from_array(arr, t.name))
 
 
-def _retype_graph(g: onnx.GraphProto) -> None:
+def _retype_graph(g: onnx.GraphProto, widen: frozenset[int] = _F32_ONLY) -> None:
     for t in g.initializer:
-        _retensor(t)
+        _retensor(t, widen)
     for v in list(g.input) + list(g.output) + list(g.value_info):
-        _retype(v.type)
+        _retype(v.type, widen)
     for node in g.node:
         for a in node.attribute:
             if a.type == onnx.AttributeProto.TENSOR:
-                _retensor(a.t)
+                _retensor(a.t, widen)
             elif a.type == onnx.AttributeProto.GRAPH:
-                _retype_graph(a.g)
+                _retype_graph(a.g, widen)
             elif a.type == onnx.AttributeProto.GRAPHS:
                 for sub in a.graphs:
-                    _retype_graph(sub)
-            elif a.name in ("to", "dtype") and a.type == onnx.AttributeProto.INT and a.i == _F32:
+                    _retype_graph(sub, widen)
+            elif a.name in ("to", "dtype") and a.type == onnx.AttributeProto.INT and a.i in widen:
                 # Cast(to=FLOAT), EyeLike/RandomNormal(dtype=FLOAT) compute in float64 too.
                 a.i = _F64
 
 
-def to_float64(proto: onnx.ModelProto) -> onnx.ModelProto:
+def to_float64(proto: onnx.ModelProto, halves: bool = False) -> onnx.ModelProto:
     """A copy of ``proto`` that computes every float32 tensor in float64.
 
     Rewrites initializers, ``Constant`` tensors, ``Cast``/``dtype`` attributes that
     name float32, and the declared types of inputs, outputs and value_info
-    (subgraphs included). Other dtypes (float16, integers) are left as they are.
+    (subgraphs included). Other dtypes (float16, integers) are left as they are,
+    unless ``halves``: then float16 and bfloat16 are computed in float64 too (the
+    float64 reference of a half-precision model, whose noise floor is the model run
+    in its own precision).
     """
+    widen = _HALVES if halves else _F32_ONLY
     out = onnx.ModelProto()
     out.CopyFrom(proto)
-    _retype_graph(out.graph)
+    _retype_graph(out.graph, widen)
     for f in out.functions:
         for node in f.node:
             for a in node.attribute:
                 if a.type == onnx.AttributeProto.TENSOR:
-                    _retensor(a.t)
+                    _retensor(a.t, widen)
     return out
 
 

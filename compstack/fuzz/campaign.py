@@ -1,0 +1,394 @@
+"""A fuzz campaign: generate, evaluate on every target, judge, dedup, reduce, bundle, record.
+
+For each generated graph (:mod:`compstack.fuzz.generate`) and each target, through the
+long-lived workers of :class:`compstack.explain.evaluate.Evaluator`:
+
+* **crash oracle**: an evaluation that ends ``failed``, ``crashed`` or ``timeout`` is a
+  finding at its stage (``import``, ``lower``, ``compile``, ``run``); ``unsupported``,
+  ``unavailable`` and errors that say an op or dtype is not implemented are outcomes,
+  not findings;
+* **differential oracle**: each output against the float64 reference with the float32
+  noise floor (:func:`compstack.explain.verdict.judge`); ``wrong``, ``nan`` and
+  ``shape`` are findings (stage ``compare``);
+* **equivalence oracle**: a semantically equal rewrite (:mod:`compstack.fuzz.rewrite`)
+  run on the same target must be judged as well as the original; a rewrite that turns
+  a right result wrong (or makes it fail) is a finding of kind ``equivalence``.
+
+When every target that ran (two or more) disagrees with the reference the same way,
+the reference evaluator is suspected instead (outcome ``reference-suspect``, no finding).
+
+A finding whose pre-signature (target, stage, kind, the graph's op set, error) was seen
+is a repeat. Otherwise :func:`compstack.explain.explain` reduces and bundles it into
+``out_dir/NNNN``; its signature (with the *reduced* op set,
+:mod:`compstack.fuzz.signature`) dedups it again and is looked up in the known file of
+the target's version. With ``allow_ub`` a finding on a graph with undefined behaviour
+is labelled ``undefined``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import onnx
+
+from compstack.fuzz.generate import Case, Generator
+from compstack.fuzz.signature import read_known, signature
+
+__all__ = ["CampaignOptions", "Finding", "run_campaign", "one_line", "UNSUPPORTED_HINTS"]
+
+#: An error containing one of these is a missing feature of the stack, not a bug.
+UNSUPPORTED_HINTS = ("NOT_IMPLEMENTED", "not implemented", "Could not find an implementation", "unsupported",
+                     "not supported", "NotImplementedError", "no conversion", "No converter", "is not supported",
+                     "Unsupported")
+
+
+@dataclass
+class CampaignOptions:
+    """What a campaign does (the CLI flags of ``compstack fuzz``)."""
+
+    targets: list[str]
+    seed: int = 0
+    budget_s: float = 600.0
+    max_graphs: int | None = None
+    max_nodes: int = 6
+    dtypes: Sequence[str] = ("float32", "float16", "bfloat16", "int8", "int32", "int64", "bool")
+    ops: str | None = None
+    allow_ub: bool = False
+    out_dir: Path | None = None
+    timeout_s: float = 60.0
+    equivalence: float = 0.5
+    reduce: bool = True
+    explain_budget_s: float = 120.0
+    known_dir: Path | None = None
+    rtol: float = 1e-3
+    atol: float = 1e-5
+
+
+@dataclass
+class Finding:
+    """One unique finding."""
+
+    number: int
+    signature: str
+    target: str
+    stage: str
+    kind: str
+    label: str
+    ops: list[str]
+    graph: str
+    error: str = ""
+    attribution: str = ""
+    known: bool = False
+    repeats: int = 0
+    bundle: str = ""
+    graph_seed: int = 0
+    reproduced: bool = True
+    rewrite: str = ""
+
+    def row(self) -> dict[str, Any]:
+        return {"number": self.number, "signature": self.signature, "target": self.target, "stage": self.stage,
+                "kind": self.kind, "label": self.label, "ops": "+".join(self.ops), "graph": self.graph,
+                "attribution": self.attribution, "known": int(self.known), "repeats": self.repeats,
+                "bundle": self.bundle, "graph_seed": self.graph_seed, "error": self.error}
+
+
+def one_line(model: onnx.ModelProto) -> str:
+    """The graph in one line: ``Op[attr=v](dtype[shape], ...)`` per node, ``;``-separated."""
+    from onnx import helper
+
+    types: dict[str, str] = {}
+    for v in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output):
+        tt = v.type.tensor_type
+        dt = helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type else "?"
+        types[v.name] = f"{dt}{[d.dim_value for d in tt.shape.dim]}"
+    for t in model.graph.initializer:
+        types[t.name] = f"const {helper.tensor_dtype_to_np_dtype(t.data_type).name}{list(t.dims)}"
+    parts = []
+    for n in model.graph.node:
+        attrs = ",".join(f"{a.name}={_short(helper.get_attribute_value(a))}" for a in n.attribute)
+        ins = ", ".join(types.get(i, i) if i else "-" for i in n.input)
+        parts.append(f"{n.op_type}{'[' + attrs + ']' if attrs else ''}({ins})")
+    return "; ".join(parts)
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, bytes):
+        return v.decode(errors="replace")
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, list):
+        return "[" + ",".join(_short(x) for x in v) + "]"
+    return str(v)
+
+
+def _unsupported(error: str) -> bool:
+    return any(h in error for h in UNSUPPORTED_HINTS)
+
+
+class _Campaign:
+    def __init__(self, opts: CampaignOptions, say: Callable[[str], None]) -> None:
+        from compstack.explain.evaluate import Evaluator
+
+        self.o, self.say = opts, say
+        self.gen = Generator(opts.seed, opts.max_nodes, opts.dtypes, opts.ops, opts.allow_ub)
+        self.ev = Evaluator(opts.timeout_s)
+        self.rng = np.random.default_rng(opts.seed + 7)
+        self.outcomes: dict[str, dict[str, int]] = {t: {} for t in opts.targets}
+        self.seconds: dict[str, dict[str, float]] = {t: {} for t in opts.targets}
+        self.own: dict[str, float] = {"generate": 0.0, "judge": 0.0, "reduce": 0.0}
+        self.pre: dict[str, Finding] = {}
+        self.unique: dict[str, Finding] = {}
+        self.findings: list[Finding] = []
+        self.versions: dict[str, str] = {}
+        self.known: dict[str, set[str]] = {}
+        self.graphs = 0
+        self._dtypes: dict[str, frozenset[str]] = {}
+        self.bundle_root = Path(opts.out_dir) if opts.out_dir else Path(tempfile.mkdtemp(prefix="compstack-fuzz-"))
+
+    # -- bookkeeping
+    def _count(self, target: str, key: str, res: Any = None) -> None:
+        self.outcomes[target][key] = self.outcomes[target].get(key, 0) + 1
+        if res is not None:
+            for st, s in res.stage_seconds.items():
+                self.seconds[target][st] = self.seconds[target].get(st, 0.0) + s
+
+    def start(self) -> list[str]:
+        from compstack.explain.evaluate import Run
+
+        active = []
+        for t in self.o.targets:
+            info = self.ev.info(Run.of(t))
+            if not info.get("available", False):
+                self.say(f"{t}: unavailable ({str(info.get('reason', ''))[:120]}); skipped")
+                self._count(t, "unavailable")
+                continue
+            vs = info.get("versions", {})
+            self.versions[t] = next(iter(vs.values()), "unknown") if vs else "unknown"
+            self.known[t] = read_known(t, self.versions[t], *([self.o.known_dir] if self.o.known_dir else []))
+            active.append(t)
+        return active
+
+    def dtypes_of(self, target: str) -> frozenset[str]:
+        from compstack import targets as registry
+
+        if target not in self._dtypes:
+            self._dtypes[target] = frozenset(getattr(registry.get(target), "supported_dtypes", ()))
+        return self._dtypes[target]
+
+    # -- oracles
+    def _verdicts(self, outputs: dict[str, np.ndarray], model: onnx.ModelProto, ref: Any) -> list[tuple[str, Any]]:
+        from compstack.explain.verdict import judge
+
+        out: list[tuple[str, Any]] = []
+        for o in model.graph.output:
+            if o.name not in outputs:
+                out.append((o.name, None))
+                continue
+            out.append((o.name, judge(outputs[o.name], ref.f64[o.name], ref.f32[o.name], self.o.rtol, self.o.atol)))
+        return out
+
+    def evaluate(self, case: Case, ref: Any, target: str) -> tuple[str, str, str, Any]:
+        """(key, stage, error, result) where key is ``ok``, a verdict kind, or a status."""
+        from compstack.explain.evaluate import Run
+
+        io = {np.asarray(a).dtype.name for a in case.feeds.values()} | {
+            np.asarray(ref.f32[o.name]).dtype.name for o in case.model.graph.output}
+        missing = sorted(io - self.dtypes_of(target))
+        if missing:  # what the harness cannot feed or read back (as the conformance suite does)
+            return "unsupported-dtype", "import", f"dtype {', '.join(missing)} not taken by this target", None
+        res = self.ev.run(Run.of(target), case.model, case.feeds)
+        if res.status != "ok":
+            st = "unsupported" if res.status == "failed" and _unsupported(res.error) else res.status
+            return st, res.stage, res.error, res
+        t0 = time.perf_counter()
+        vs = self._verdicts(res.outputs, case.model, ref)
+        self.own["judge"] += time.perf_counter() - t0
+        bad = [(o, v) for o, v in vs if v is None or v.bad]
+        if bad:
+            o, v = bad[0]
+            return (v.kind if v is not None else "shape"), "compare", \
+                (f"output {o}: " + (v.detail if v is not None else "missing")), res
+        kinds = {v.kind for _, v in vs}
+        return ("imprecise" if "imprecise" in kinds else "ok"), "", "", res
+
+    def step(self, index: int, active: list[str]) -> None:
+        from compstack.explain.graph import reference_values
+        from compstack.fuzz.rewrite import rewrite
+
+        t0 = time.perf_counter()
+        case = self.gen.case(index)
+        ref = case.ref if case.ref is not None else reference_values(case.model, case.feeds)
+        self.own["generate"] += time.perf_counter() - t0
+        rw = None
+        if self.o.equivalence and self.rng.random() < self.o.equivalence:
+            rw = rewrite(case.model, ref, self.rng)
+        done = {t: self.evaluate(case, ref, t) for t in active}
+        suspect = _reference_suspect(done)
+        for t in active:
+            key, stage, err, res = done[t]
+            if key in _DIFFERENTIAL and suspect:
+                key = "reference-suspect"
+            self._count(t, key if not stage or key in ("ok", "imprecise", "reference-suspect") else f"{key}@{stage}",
+                        res)
+            if key in ("failed", "crashed", "timeout", "wrong", "nan", "shape"):
+                self.found(case, ref, t, key, stage, err)
+                continue
+            if rw is not None and key in ("ok", "imprecise"):
+                name, model = rw
+                rcase = Case(model, case.feeds, case.seed, [n.op_type for n in model.graph.node])
+                rref = reference_values(model, case.feeds)
+                k2, st2, err2, res2 = self.evaluate(rcase, rref, t)
+                self._count(t, f"rewrite-{k2}" if k2 in ("ok", "imprecise") else f"rewrite-{k2}@{st2}", None)
+                if k2 in ("failed", "crashed", "timeout", "wrong", "nan", "shape"):
+                    self.found(rcase, rref, t, "equivalence", st2, f"{name}: {k2}: {err2}", rewrite=name)
+        self.graphs += 1
+
+    # -- findings
+    def found(self, case: Case, ref: Any, target: str, kind: str, stage: str, error: str, rewrite: str = "") -> None:
+        from compstack.fuzz.ub import undefined
+
+        pre = signature(target, stage, kind, case.ops, error)
+        if pre in self.pre:
+            self.pre[pre].repeats += 1
+            return
+        ub = undefined(case.model, ref.f32)
+        label = "undefined" if ub else "bug"
+        folder = self.bundle_root / f"{len(self.findings) + 1:04d}"
+        f = Finding(0, pre, target, stage, kind, label, sorted(set(case.ops)), one_line(case.model), error,
+                    graph_seed=case.seed, rewrite=rewrite)
+        self.pre[pre] = f
+        if self.o.reduce:
+            self._reduce(f, case, target, folder)
+        sig = signature(target, stage, kind, f.ops, error)
+        if sig in self.unique:
+            self.unique[sig].repeats += 1
+            shutil.rmtree(folder, ignore_errors=True)
+            self.pre[pre] = self.unique[sig]
+            return
+        f.signature = sig
+        f.known = sig in self.known.get(target, set())
+        f.number = len(self.findings) + 1
+        self.unique[sig] = f
+        self.findings.append(f)
+        self.say(f"finding {f.number:04d}: {target} {kind} at {stage or 'compare'} on {'+'.join(f.ops)}"
+                 f"{' (known)' if f.known else ''}{' [undefined behaviour]' if ub else ''}: {error[:100]}")
+
+    def _reduce(self, f: Finding, case: Case, target: str, folder: Path) -> None:
+        from compstack.explain import explain
+
+        t0 = time.perf_counter()
+        try:
+            rep = explain(case.model, case.feeds, [target], out_dir=folder, time_budget_s=self.o.explain_budget_s,
+                          timeout_s=self.o.timeout_s, model_name=f"fuzz-{case.seed}", rtol=self.o.rtol,
+                          atol=self.o.atol)
+        except Exception as exc:  # noqa: BLE001 - keep the unreduced finding, say why
+            f.attribution = f"not reduced: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+            f.reproduced = False
+            self._save_unreduced(case, folder)
+            return
+        finally:
+            self.own["reduce"] += time.perf_counter() - t0
+        if not rep.get("found"):
+            f.reproduced = False
+            f.attribution = "did not reproduce in explain (flaky?)"
+            self._save_unreduced(case, folder)
+            return
+        f.ops = sorted(set(rep.get("reduce", {}).get("ops") or case.ops))
+        reduced = rep.get("reduced")
+        if isinstance(reduced, onnx.ModelProto):
+            f.graph = one_line(reduced)
+        f.attribution = (rep.get("attribution") or {}).get("summary", "")
+        f.bundle = str(folder)
+
+    def _save_unreduced(self, case: Case, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        onnx.save(case.model, str(folder / "model.onnx"))
+        np.savez(folder / "inputs.npz", **case.feeds)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.ev.close()
+
+
+def run_campaign(opts: CampaignOptions, on_progress: Callable[[str], None] | None = None,
+                 store: Any = None) -> dict[str, Any]:
+    """Run a campaign; returns its record (and writes it to ``store`` when given).
+
+    Returns:
+        ``{"campaign", "graphs", "rejected", "seconds", "graphs_per_min", "outcomes",
+        "stage_seconds", "own_seconds", "versions", "findings": [Finding.row()...]}``.
+    """
+    say = on_progress or (lambda s: None)
+    c = _Campaign(opts, say)
+    cid = store.start(opts.seed, opts.budget_s, opts.targets, {
+        "max_nodes": opts.max_nodes, "dtypes": list(opts.dtypes), "ops": opts.ops, "allow_ub": opts.allow_ub,
+        "equivalence": opts.equivalence, "out_dir": str(c.bundle_root)}) if store else 0
+    t0 = time.monotonic()
+    last = t0
+    try:
+        active = c.start()
+        deadline = t0 + opts.budget_s
+        i = 0
+        while active and time.monotonic() < deadline and (opts.max_graphs is None or i < opts.max_graphs):
+            c.step(i, active)
+            i += 1
+            now = time.monotonic()
+            if now - last > 30 or i == opts.max_graphs:
+                last = now
+                gpm = c.graphs / max((now - t0) / 60, 1e-9)
+                say(f"{c.graphs} graphs, {gpm:.1f} graphs/min, {len(c.findings)} unique finding(s)")
+                if store:
+                    store.update(cid, c.graphs, c.gen.stats["rejected"], c.outcomes, c.seconds, gpm, len(c.findings))
+                    _sync(store, cid, c)
+    finally:
+        c.close()
+    secs = time.monotonic() - t0
+    gpm = c.graphs / max(secs / 60, 1e-9)
+    if store:
+        store.update(cid, c.graphs, c.gen.stats["rejected"], c.outcomes, c.seconds, gpm, len(c.findings), True)
+        _sync(store, cid, c)
+    return {"campaign": cid, "graphs": c.graphs, "rejected": c.gen.stats["rejected"],
+            "reject_reasons": c.gen.stats["reasons"], "seconds": secs, "graphs_per_min": gpm,
+            "outcomes": c.outcomes, "stage_seconds": c.seconds, "own_seconds": c.own, "versions": c.versions,
+            "out_dir": str(c.bundle_root), "findings": [f.row() for f in c.findings], "ops": c.gen.ops()}
+
+
+_DIFFERENTIAL = ("wrong", "nan", "shape")
+
+
+def _reference_suspect(done: dict[str, tuple[str, str, str, Any]]) -> bool:
+    """True when two or more targets ran, every one that ran disagrees with the reference,
+    and they agree with each other (same shapes, close values): then the reference
+    evaluator is the likelier culprit (it has bugs too: see ``families.lpnorm``), and no
+    stack is blamed."""
+    ran = [r for k, _, _, r in done.values() if r is not None and r.status == "ok"]
+    if len(ran) < 2 or any(k not in _DIFFERENTIAL for k, _, _, r in done.values() if r is not None and r.status == "ok"):
+        return False
+    first = ran[0].outputs
+    for other in ran[1:]:
+        for name, a in first.items():
+            b = other.outputs.get(name)
+            if b is None or np.shape(a) != np.shape(b):
+                return False
+            x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
+            if not np.allclose(x, y, rtol=1e-2, atol=1e-3, equal_nan=True):
+                return False
+    return True
+
+
+def _sync(store: Any, cid: int, c: _Campaign) -> None:
+    """Write findings not yet stored; refresh repeat counts of stored ones."""
+    stored = {r["signature"]: r for r in store.findings(cid)}
+    for f in c.findings:
+        if f.signature not in stored:
+            store.finding(cid, f.row())
+        elif stored[f.signature]["repeats"] != f.repeats:
+            with store.conn:
+                store.conn.execute("UPDATE fuzz_findings SET repeats=? WHERE campaign=? AND signature=?",
+                                   (f.repeats, cid, f.signature))
+

@@ -1,0 +1,200 @@
+"""compstack fuzz (issue #16): generator validity, equivalence rewrites, a campaign that
+finds, reduces and bundles the test-only ``faulty-sin`` target, signatures, the CLI.
+
+CI-fast: the generator and rewrite tests compile nothing; the campaign runs on
+ort-cpu-based faulty targets only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compstack import targets as registry
+from compstack.explain.graph import reference_values
+from compstack.explain.verdict import judge
+from compstack.fuzz.campaign import CampaignOptions, run_campaign
+from compstack.fuzz.generate import Generator
+from compstack.fuzz.rewrite import REWRITES
+from compstack.fuzz.signature import normalise, read_known, signature, write_known
+from compstack.fuzz.specs import SPECS
+from compstack.fuzz.store import FuzzStore
+from compstack.fuzz.ub import integer_overflow
+
+from conftest import TESTS
+
+if "faulty-sin" not in registry.names():
+    registry.register("faulty-sin", "faulty:WrongSinTarget")
+
+
+@pytest.fixture(autouse=True)
+def _workers_see_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = [str(TESTS), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(path))
+
+
+def test_specs_cover_80_ops_with_sources() -> None:
+    ops = {s.op for s in SPECS}
+    assert len(ops) >= 80, len(ops)
+    assert all(s.source.startswith("Operators.md#") for s in SPECS)
+    assert Generator().ops() == sorted(ops)  # every spec survives the schema's type constraints
+
+
+def test_generated_models_are_valid() -> None:
+    """200 graphs, all dtypes: each passes the full checker, strict shape inference and runs
+    on the reference evaluator; graphs use many ops and sizes up to --max-nodes."""
+    gen = Generator(seed=11, max_nodes=8)
+    seen: set[str] = set()
+    sizes = []
+    for i in range(200):
+        case = gen.case(i)
+        onnx.checker.check_model(case.model, full_check=True)
+        onnx.shape_inference.infer_shapes(case.model, strict_mode=True)
+        ref = reference_values(case.model, case.feeds)
+        for o in case.model.graph.output:
+            assert o.name in ref.f64
+        assert 1 <= len(case.model.graph.node) <= 8
+        seen.update(case.ops)
+        sizes.append(len(case.model.graph.node))
+    assert gen.stats["generated"] == 200
+    assert len(seen) >= 80, sorted({s.op for s in SPECS} - seen)
+    assert max(sizes) >= 6
+    # rejected attempts are retried, never returned; they stay a small share
+    assert gen.stats["rejected"] < 40, gen.stats
+
+
+def test_generation_is_reproducible() -> None:
+    a, b = Generator(seed=5).case(3), Generator(seed=5).case(3)
+    assert a.model.SerializeToString() == b.model.SerializeToString()
+    assert all(np.array_equal(a.feeds[k], b.feeds[k]) for k in a.feeds)
+
+
+def test_ops_filter_and_dtypes() -> None:
+    gen = Generator(seed=1, ops="Conv|Resize|Pad", dtypes=["float32"])
+    assert gen.ops() == ["Conv", "Pad", "Resize"]
+    for i in range(20):
+        case = gen.case(i)
+        assert set(case.ops) <= {"Conv", "Pad", "Resize"}
+        assert all(v.dtype == np.float32 for v in case.feeds.values())
+
+
+@pytest.mark.parametrize("name", sorted(REWRITES))
+def test_rewrites_preserve_semantics(name: str) -> None:
+    """Each rewrite, where it applies, gives the reference's outputs again (exactly, but
+    for the re-association, which is within the float32 noise floor)."""
+    gen = Generator(seed=3, max_nodes=6, dtypes=["float32", "int32", "bool"],
+                    ops="Add|Mul|Tanh|Relu|Sub" if name == "reassociate" else None)
+    rng = np.random.default_rng(0)
+    applied = 0
+    for i in range(60):
+        case = gen.case(i)
+        ref = case.ref
+        new = REWRITES[name](case.model, ref, rng)
+        if new is None:
+            continue
+        onnx.checker.check_model(new, full_check=True)
+        applied += 1
+        got = reference_values(new, case.feeds)
+        for o_old, o_new in zip(case.model.graph.output, new.graph.output):
+            a, b = np.asarray(got.f32[o_new.name]), np.asarray(ref.f32[o_old.name])
+            if name == "reassociate":
+                assert not judge(a, ref.f64[o_old.name], b).bad
+            else:
+                assert np.array_equal(a, b, equal_nan=True), (name, o_old.name)
+    assert applied >= 5, applied
+
+
+def test_integer_overflow_is_undefined() -> None:
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "c"], ["y"], name="m")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.INT8, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT8, [3])],
+                              [numpy_helper.from_array(np.asarray([100, 2, 1], np.int8), "c")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    ref = reference_values(model, {"x": np.asarray([2, 3, 4], np.int8)})
+    assert integer_overflow(model, ref.f32) == ["m: integer overflow in Mul (int8)"]
+    ok = reference_values(model, {"x": np.asarray([1, 3, 4], np.int8)})
+    assert integer_overflow(model, ok.f32) == []
+
+
+def test_signature_normalises_and_known_files(tmp_path: Path) -> None:
+    a = signature("tvm-llvm", "lower", "failed", ["Max", "Shape"], "ValueError: Node n2_Max cannot handle 3 at /x/y.py")
+    b = signature("tvm-llvm", "lower", "failed", ["Shape", "Max"], "ValueError: Node n7_Max cannot handle 5 at /z.py")
+    assert a == b
+    assert normalise("shape [4, 3] != reference [4, 1]") == "shape [#…] != reference [#…]"
+    assert normalise("However, R.multiply(lv2, in1) uses") == normalise("However, R.multiply(lv, in3) uses")
+    write_known("tvm-llvm", "0.27", [(a, "a note")], tmp_path)
+    assert read_known("tvm-llvm", "0.27", tmp_path) == {a}
+    assert read_known("tvm-llvm", "0.28", tmp_path) == set()
+
+
+def test_campaign_finds_reduces_and_bundles_faulty_sin(tmp_path: Path) -> None:
+    """A short campaign over Sin-heavy graphs on faulty-sin (Sin computes Cos): the bug is
+    found, reduced to the Sin node, bundled upstream-ready, deduplicated, and recorded."""
+    store = FuzzStore(tmp_path / "results.sqlite")
+    opts = CampaignOptions(["faulty-sin"], seed=4, budget_s=90, max_graphs=8, max_nodes=5, dtypes=["float32"],
+                           ops="Sin|Tanh|Add|Mul|Relu|Neg", out_dir=tmp_path / "findings", timeout_s=60,
+                           explain_budget_s=60)
+    record = run_campaign(opts, store=store)
+    assert record["graphs"] == 8
+    wrong = [f for f in record["findings"] if f["kind"] in ("wrong", "nan")]
+    assert wrong, record["findings"]
+    assert len({f["signature"] for f in record["findings"]}) == len(record["findings"])
+    f = wrong[0]
+    assert f["target"] == "faulty-sin" and f["stage"] == "compare" and f["label"] == "bug"
+    assert f["ops"] == "Sin", f  # reduced to the faulty op alone
+    assert f["graph"].startswith("Sin(float32")
+    bundle = Path(f["bundle"])
+    assert bundle.parent == tmp_path / "findings"
+    for name in ("model.onnx", "ISSUE.md", "explain.json", "repro_faulty-sin.py", "test_data_set_0/input_0.pb"):
+        assert (bundle / name).is_file(), name
+    reduced = onnx.load(str(bundle / "model.onnx"))
+    assert [n.op_type for n in reduced.graph.node] == ["Sin"]
+    # later Sin graphs are repeats of the same signature, not new findings
+    sin_graphs = sum(1 for i in range(8) if "Sin" in Generator(4, 5, ["float32"], "Sin|Tanh|Add|Mul|Relu|Neg").case(i).ops)
+    assert sin_graphs > 1 and f["repeats"] >= 1
+    rows = store.findings(record["campaign"])
+    assert [r["signature"] for r in rows] == [x["signature"] for x in record["findings"]]
+    camp = store.campaigns()[-1]
+    assert camp["graphs"] == 8 and camp["finished"] is not None
+    assert json.loads(camp["outcomes"])["faulty-sin"]["wrong@compare"] >= 1
+    store.close()
+    with sqlite3.connect(tmp_path / "results.sqlite") as conn:  # the tables live in the results DB
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"fuzz_campaigns", "fuzz_findings"} <= names
+
+
+def test_cli_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from compstack.cli import main
+
+    for argv in (["fuzz", "--dtypes", "float7"], ["fuzz", "--ops", "("], ["fuzz", "--time", "soon"],
+                 ["fuzz", "--executor", "ray"], ["fuzz", "--report", "/nonexistent-dir"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+    with pytest.raises(SystemExit):
+        main(["fuzz", "--executor", "ray"])
+    assert "not available yet" in capsys.readouterr().err
+
+
+def test_consensus_against_the_reference_blames_no_stack() -> None:
+    from compstack.explain.evaluate import EvalResult
+    from compstack.fuzz.campaign import _reference_suspect
+
+    same = {"y": np.asarray([-0.667, 0.333], np.float32)}
+    wrong = ("wrong", "compare", "output y", None)
+    done = {t: (wrong[0], wrong[1], wrong[2], EvalResult("ok", outputs=dict(same))) for t in ("a", "b")}
+    assert _reference_suspect(done)
+    done["b"] = ("wrong", "compare", "", EvalResult("ok", outputs={"y": np.asarray([2.0, -1.0], np.float32)}))
+    assert not _reference_suspect(done)  # they disagree with each other too
+    done["b"] = ("ok", "", "", EvalResult("ok", outputs=dict(same)))
+    assert not _reference_suspect(done)  # one stack agrees with the reference
+    assert not _reference_suspect({"a": done["a"]})  # one stack alone never overrules the reference

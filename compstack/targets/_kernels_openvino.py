@@ -332,7 +332,7 @@ def profile(compiled: Any, inputs: list[list[np.ndarray]], warmup: int, runs: in
 
     from compstack.targets.openvino import c_order, core
 
-    cm = core().import_model(compiled.blob, "CPU", {**compiled.target.options.config(), "PERF_COUNT": "YES"})
+    cm = core().import_model(compiled.blob, "CPU", {**compiled.target.ov_config(), "PERF_COUNT": "YES"})
     request = cm.create_infer_request()
     sets = [[ov.Tensor(c_order(a)) for a in arrays] for arrays in inputs]
 

@@ -130,7 +130,20 @@ class OpenVinoCpuTarget(Target):
         return Availability(True, versions=versions)
 
     def flags(self) -> dict[str, Any]:
-        return {"device": "CPU", "config": self.options.config()}
+        return {"device": "CPU", "config": self.ov_config()}
+
+    @classmethod
+    def apply_threads(cls, n: int) -> dict[str, Any]:
+        """OpenVINO's knob is per compiled model: ``INFERENCE_NUM_THREADS=n`` (unless the
+        ``num_threads`` option is set: an explicit per-target option wins)."""
+        return {"knob": f"INFERENCE_NUM_THREADS={n} (compile_model config)", "honoured": True}
+
+    def ov_config(self) -> dict[str, str]:
+        """The options' config plus ``--threads`` as ``INFERENCE_NUM_THREADS``."""
+        cfg = self.options.config()
+        if not self.options.num_threads and self.threads:
+            cfg["INFERENCE_NUM_THREADS"] = str(self.threads)
+        return cfg
 
     def lower_impl(self, model: ir.Model) -> Lowered:
         proto = cir.to_proto(model)
@@ -147,7 +160,7 @@ class OpenVinoCpuTarget(Target):
     def load_compiled(self, folder: Path, model: ir.Model) -> Compiled:
         blob = (folder / "model.blob").read_bytes()
         with ov_errors():
-            compiled_model = core().import_model(blob, "CPU", self.options.config())
+            compiled_model = core().import_model(blob, "CPU", self.ov_config())
         out = _OvCompiled(self, model, compiled_model, blob)
         out.set_blob_path(folder / "model.blob")
         return out
@@ -217,9 +230,8 @@ class _OvLowered(Lowered):
         self.ov_model = ov_model
 
     def compile_impl(self) -> Compiled:
-        opts: OpenVinoOptions = self.target.options  # type: ignore[assignment]
         with ov_errors():
-            compiled_model = core().compile_model(self.ov_model, "CPU", opts.config())
+            compiled_model = core().compile_model(self.ov_model, "CPU", self.target.ov_config())
             blob = compiled_model.export_model().getvalue()
         compiled = _OvCompiled(self.target, self.model, compiled_model, blob)
         self.add_stage("runtime", compiled.stages["runtime"])
@@ -264,9 +276,8 @@ class _OvCompiled(Compiled):
         the command is a short Python one that imports the blob, zero-fills the inputs and
         runs it 100 times.
         """
-        opts: OpenVinoOptions = self.target.options  # type: ignore[assignment]
         code = (f'import openvino as ov; r = ov.Core().import_model(open({json.dumps(str(path))}, "rb").read(), "CPU", '
-                f'{json.dumps(opts.config())}).create_infer_request(); [t.data.fill(0) for t in r.input_tensors]; '
+                f'{json.dumps(self.target.ov_config())}).create_infer_request(); [t.data.fill(0) for t in r.input_tensors]; '
                 '[r.infer() for _ in range(100)]; print(f"{r.latency:.4f} ms (last of 100 runs)")')
         self.run_command = tools.format_command(["python", "-c", code])
 

@@ -105,6 +105,19 @@ class TorchScriptCpuTarget(TwoPathTarget):
     needs_torch: ClassVar[bool] = True
     native_framework: ClassVar[str] = "torch"
     table_module: ClassVar[str] = "compstack.translate.fx"
+
+    @classmethod
+    def apply_threads(cls, n: int) -> dict[str, Any]:
+        """``torch.set_num_threads(n)`` (intra-op; inter-op 1) before anything runs; an
+        explicit ``threads`` option still wins when the target is built."""
+        import torch
+
+        torch.set_num_threads(n)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:  # only settable before the first inter-op work
+            pass
+        return {"knob": f"torch.set_num_threads({n})", "honoured": True}
     #: no ``torch.jit.optimize_for_inference`` (``torch.jit.freeze`` still runs).
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"optimize": "false"}}
     #: ``model.pt`` reloads (the translated path's artifacts go to the artifact cache;

@@ -204,23 +204,12 @@ def _event_op(kernel_name: str) -> str:
 
 def profile(compiled: Any, inputs: list[list[np.ndarray]], warmup: int, runs: int) -> ProfileSamples:
     """Per-kernel times from ``torch.profiler`` (module docstring)."""
-    from torch.profiler import ProfilerActivity, record_function
-    from torch.profiler import profile as torch_profile
+    from compstack.targets._torch_common import profiled_events
 
     kmap = compiled.kernels()
     if kmap is None:
         raise NotImplementedError
-    calls = [compiled.prepare_impl(arrays) for arrays in inputs]
-    with torch_profile(activities=[ProfilerActivity.CPU]):  # the profiler's own first-session start-up
-        for i in range(2):
-            calls[i % len(calls)]()
-    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
-        for i in range(warmup):
-            calls[i % len(calls)]()
-        for i in range(runs):
-            with record_function(f"compstack_run_{i}"):
-                calls[(warmup + i) % len(calls)]()
-    return _samples(kmap, prof.events(), runs)
+    return _samples(kmap, profiled_events(compiled, inputs, warmup, runs), runs)
 
 
 def _samples(kmap: KernelMap, events: Any, runs: int) -> ProfileSamples:

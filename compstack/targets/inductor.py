@@ -39,6 +39,7 @@ import onnx_ir as ir
 from compstack.errors import UnsupportedError
 from compstack.native import mutated_inputs
 from compstack.target import Availability, Compiled, Lowered
+from compstack.targets._torch_common import example_arrays
 from compstack.targets._twopath import (
     PathOptions,
     TwoPathTarget,
@@ -156,7 +157,8 @@ class InductorCpuTarget(TwoPathTarget):
 
         path = self.chosen_path()
         names = [v.name for v in model.graph.inputs if not v.is_initializer()]
-        examples = [torch.from_numpy(np.array(a)).to(self.torch_device) for a in _example_arrays(model, self)]
+        examples = [torch.from_numpy(np.array(a)).to(self.torch_device)
+                    for a in example_arrays(model, self, lambda d: d in _SKIP)]
         if path == "native":
             native = self.native
             module = native.fn
@@ -208,30 +210,6 @@ class InductorCudaTarget(InductorCpuTarget):
         if not torch.cuda.is_available():
             return Availability(False, "no CUDA device visible to torch", base.versions)
         return base
-
-
-def _example_arrays(model: ir.Model, target: InductorCpuTarget) -> list[np.ndarray]:
-    """Input set 0 when the job has one, else zeros (dynamo guards on shapes and dtypes,
-    not values; zeros are valid indices for gathers).
-
-    Raises:
-        UnsupportedError: a dynamic input shape, or a dtype torch cannot hold.
-    """
-    given = target.example_inputs or {}
-    out = []
-    for v in model.graph.inputs:
-        if v.is_initializer():
-            continue
-        if v.name in given:
-            out.append(np.asarray(given[v.name]))
-            continue
-        if v.shape is None or v.dtype is None or not all(isinstance(d, int) for d in v.shape):
-            raise UnsupportedError(f"{target.name}: input '{v.name}' has no static shape; give --input-shape")
-        dtype = np.dtype(v.dtype.numpy())
-        if dtype.name in _SKIP:
-            raise UnsupportedError(f"{target.name}: input '{v.name}' is {dtype.name}, which torch barely supports")
-        out.append(np.zeros(tuple(int(d) for d in v.shape), dtype))
-    return out
 
 
 def _zeros_like_outputs(gm: Any) -> Any:

@@ -47,8 +47,8 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 import onnx_ir as ir
 
-from compstack.errors import UnsupportedError
 from compstack.target import Availability, Compiled, Lowered
+from compstack.targets._torch_common import example_arrays
 from compstack.targets._twopath import (
     PathOptions,
     TwoPathTarget,
@@ -174,7 +174,8 @@ class TorchScriptCpuTarget(TwoPathTarget):
                 warnings.filterwarnings("ignore", message=".*instance-level annotations")
                 scripted = torch.jit.script(module)
         else:
-            args, kwargs = pack([torch.from_numpy(np.array(a)) for a in _example_arrays(model, self)])
+            args, kwargs = pack([torch.from_numpy(np.array(a))
+                                 for a in example_arrays(model, self, lambda d: d not in self.supported_dtypes)])
             with torch.no_grad():
                 scripted = torch.jit.trace(module, args or None, example_kwarg_inputs=kwargs or None,
                                            check_trace=False, strict=False)
@@ -246,31 +247,6 @@ def _graph_text(module: Any, inlined: bool = False) -> str:
     """The TorchScript IR of ``module.forward`` (``inlined``: submodule calls inlined)."""
     graph = module.inlined_graph if inlined else module.graph
     return str(graph)
-
-
-def _example_arrays(model: ir.Model, target: TorchScriptCpuTarget) -> list[np.ndarray]:
-    """Input set 0 when the job has one, else zeros of each input's static shape
-    (a trace records ops, not values; zeros are valid indices).
-
-    Raises:
-        UnsupportedError: a dynamic input shape, or a dtype torch barely supports.
-    """
-    given = target.example_inputs or {}
-    out = []
-    for v in model.graph.inputs:
-        if v.is_initializer():
-            continue
-        if v.name in given:
-            out.append(np.asarray(given[v.name]))
-            continue
-        if v.shape is None or v.dtype is None or not all(isinstance(d, int) for d in v.shape):
-            raise UnsupportedError(f"{target.name}: input '{v.name}' has no static shape; give --input-shape")
-        dtype = np.dtype(v.dtype.numpy())
-        if dtype.name not in target.supported_dtypes:
-            raise UnsupportedError(f"{target.name}: input '{v.name}' is {dtype.name}, which torch barely supports")
-        shape: tuple[int, ...] = tuple(int(d) for d in v.shape if isinstance(d, int))
-        out.append(np.zeros(shape, dtype))
-    return out
 
 
 class TorchScriptLowered(Lowered):

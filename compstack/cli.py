@@ -221,14 +221,9 @@ def _check_writable_file(path: str | None, flag: str) -> None:
 
 def _probe_dir(folder: Path, message: str) -> Path:
     """Create ``folder`` and write a probe file in it; UserError ``message (why)`` if that fails."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".compstack-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise UserError(f"{message} ({exc.strerror or exc})") from None
-    return folder
+    from compstack.integrity import probe_dir
+
+    return probe_dir(folder, message)
 
 
 def _add_framework_row(targets: list[str], targets_spec: str, framework: str) -> None:

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-__all__ = ["MANIFEST", "atomic_write", "check_files", "check_manifest", "file_record", "sha256_file",
+__all__ = ["MANIFEST", "atomic_write", "check_files", "check_manifest", "file_record", "probe_dir", "sha256_file",
            "write_manifest"]
 
 #: File name of a folder entry's manifest.
@@ -127,3 +127,21 @@ def check_manifest(folder: Path) -> tuple[dict[str, Any] | None, str]:
     except OSError as exc:
         problem = f"unreadable file ({exc.strerror or exc})"
     return (None, problem) if problem else (meta, "")
+
+
+def probe_dir(folder: Path, message: str) -> Path:
+    """Create ``folder`` and write (then remove) a probe file in it.
+
+    Raises:
+        UserError: ``message (why)`` when that fails (read-only, full disk...).
+    """
+    from compstack.errors import UserError
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".compstack-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"{message} ({exc.strerror or exc})") from None
+    return folder

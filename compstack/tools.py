@@ -98,13 +98,9 @@ def _check_temps(folder: Path, raw: str) -> None:
     """
     if folder.exists() and not folder.is_dir():
         raise UserError(f"COMPSTACK_SAVE_TEMPS={raw}: not a folder")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".compstack-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise UserError(f"COMPSTACK_SAVE_TEMPS={raw}: folder not writable ({exc.strerror or exc})") from None
+    from compstack.integrity import probe_dir
+
+    probe_dir(folder, f"COMPSTACK_SAVE_TEMPS={raw}: folder not writable")
 
 
 # ---- finding tools ----------------------------------------------------------------

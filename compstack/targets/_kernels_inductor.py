@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from compstack.kernels import GraphIndex, Kernel, KernelMap, ProfileSamples, build_map
+from compstack.targets._torch_common import unique_ids
 
 __all__ = ["compile_with_kernels", "kernel_map", "profile"]
 
@@ -144,18 +145,6 @@ def _pre_grad_nodes(lowered: Any, index: GraphIndex) -> dict[str, list[str]]:
     return out
 
 
-def _ids(names: list[str]) -> list[str]:
-    total: dict[str, int] = {}
-    for n in names:
-        total[n] = total.get(n, 0) + 1
-    seen: dict[str, int] = {}
-    out = []
-    for n in names:
-        i = seen.get(n, 0)
-        seen[n] = i + 1
-        out.append(n if total[n] == 1 else f"{n}#{i}")
-    return out
-
 
 def kernel_map(compiled: Any) -> KernelMap:
     """The :class:`KernelMap` of an Inductor compile made by :func:`compile_with_kernels`."""
@@ -166,7 +155,7 @@ def kernel_map(compiled: Any) -> KernelMap:
     to_ir = _pre_grad_nodes(compiled.lowered, index)
     post_to_pre = getattr(compiled, "post_to_pre", {})
     kernels = []
-    for kid, (name, post, pre) in zip(_ids([p[0] for p in provenance]), provenance):
+    for kid, (name, post, pre) in zip(unique_ids([p[0] for p in provenance]), provenance):
         if not name.startswith("cpp_fused") and not name.startswith("triton_"):
             kind = "library"
         elif post and all(_LIBRARY_POST.match(p) for p in post):

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from compstack.kernels import GraphIndex, Kernel, KernelMap, ProfileSamples, build_map
+from compstack.targets._torch_common import unique_ids
 
 __all__ = ["NodeInfo", "kernel_map", "kernel_nodes", "node_info", "profile"]
 
@@ -265,18 +266,6 @@ def _folded_batch_norms(kernels: list[Kernel], index: GraphIndex) -> None:
                     covered.add(user.name)
 
 
-def _ids(kinds: list[str]) -> list[str]:
-    total: dict[str, int] = {}
-    for k in kinds:
-        total[k] = total.get(k, 0) + 1
-    seen: dict[str, int] = {}
-    out = []
-    for k in kinds:
-        i = seen.get(k, 0)
-        seen[k] = i + 1
-        out.append(k if total[k] == 1 else f"{k}#{i}")
-    return out
-
 
 def kernel_map(compiled: Any) -> KernelMap:
     """The :class:`KernelMap` of a :class:`~compstack.targets.torchscript.TorchScriptCompiled`.
@@ -300,7 +289,7 @@ def kernel_map(compiled: Any) -> KernelMap:
     inferred = _neighbours(nodes, mapped)
     kernels = []
     ways: dict[str, int] = {}
-    for kid, (i, n) in zip(_ids([n.kind() for n in nodes]), enumerate(nodes)):
+    for kid, (i, n) in zip(unique_ids([n.kind() for n in nodes]), enumerate(nodes)):
         names, how_one = mapped.get(i) or (inferred.get(i, []), "neighbour" if i in inferred else "none")
         ways[how_one] = ways.get(how_one, 0) + 1
         kernels.append(Kernel(kid, _kind(n.kind()), list(names), inferred=list(inferred.get(i, [])),

@@ -13,7 +13,7 @@ import onnx_ir as ir
 
 from compstack.errors import UnsupportedError
 
-__all__ = ["example_arrays", "profiled_events"]
+__all__ = ["example_arrays", "profiled_events", "unique_ids"]
 
 
 def example_arrays(model: ir.Model, target: Any, refused: Callable[[str], bool]) -> list[np.ndarray]:
@@ -64,3 +64,18 @@ def profiled_events(compiled: Any, inputs: list[list[np.ndarray]], warmup: int, 
             with record_function(f"compstack_run_{i}"):
                 calls[(warmup + i) % len(calls)]()
     return prof.events()
+
+
+def unique_ids(names: list[str]) -> list[str]:
+    """``names`` made unique in order: a name that occurs more than once gets ``#0``,
+    ``#1``... (kernel ids of a kernel map)."""
+    total: dict[str, int] = {}
+    for n in names:
+        total[n] = total.get(n, 0) + 1
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        i = seen.get(n, 0)
+        seen[n] = i + 1
+        out.append(n if total[n] == 1 else f"{n}#{i}")
+    return out

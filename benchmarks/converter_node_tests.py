@@ -70,9 +70,9 @@ def run_case(case: object, framework: str, static_operands: bool = False) -> tup
     """``(status, detail)`` for one case."""
     import onnx
 
-    from compstack import ir as cir
+    from compstack.core import ir as cir
     from compstack.conformance.worker import compare_case
-    from compstack.errors import UnsupportedError, UserError
+    from compstack.core.errors import UnsupportedError, UserError
 
     if case.io_kind != "tensor":
         return "skipped", case.io_kind
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from compstack.conformance.cases import load_cases, select
-    from compstack.zoo import default_cache_dir
+    from compstack.frontends.zoo import default_cache_dir
 
     if args.framework in ("jax", "jaxonnxruntime"):
         from compstack.translate.jax import enable_x64

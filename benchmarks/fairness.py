@@ -2,7 +2,7 @@
 
 For each model (default zoo:cnn and zoo:bert) and each thread count (default 1 and 2),
 ``compstack compare MODEL --targets <all CPU targets> --threads N --json`` runs once
-(each target in its own worker, the latency protocol of :mod:`compstack.latency`), plus
+(each target in its own worker, the latency protocol of :mod:`compstack.core.latency`), plus
 ``tvm-llvm`` with ``--option tvm-llvm:tune_trials=T`` (MetaSchedule, a small budget).
 One cache is shared by all runs, so each artifact compiles once; the thread count is a
 runtime setting and does not change an artifact.

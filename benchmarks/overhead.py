@@ -70,7 +70,7 @@ elif target == "xla-cpu":
     # then a bare jax.jit loop, as an XLA user would time it
     import jax
     import onnx_ir as ir
-    from compstack.targets._twopath import canonical_for_translation
+    from compstack.targets.common.twopath import canonical_for_translation
     from compstack.translate.jax import to_jax
     with jax.enable_x64(True):
         prog = to_jax(canonical_for_translation(ir.load(folder)))
@@ -85,7 +85,7 @@ elif target == "xla-cpu":
 elif target == "inductor-cpu":
     # the native path: the zoo's nn.Module under torch.compile(backend="inductor")
     import torch
-    from compstack.native import load_native
+    from compstack.frontends.sources import load_native
     native = load_native(spec, names)
     module = native.fn.eval()
     a, kw = native.pack([torch.from_numpy(np.array(x)) for x in arrays])

@@ -13,7 +13,6 @@ itself, read at exit) next to the model size.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -39,10 +39,10 @@ CPU5 = "ort-cpu,tvm-llvm,iree-llvm-cpu,xla-cpu,inductor-cpu"
 
 
 def _run(kind: str, models: list[str], targets: list[str], jobs: int, cache: Path, db: Path) -> dict[str, Any]:
-    from compstack.config import Settings
-    from compstack.latency import LatencyConfig
-    from compstack.runner import Limits
-    from compstack.session import CompareOptions
+    from compstack.core.config import Settings
+    from compstack.core.latency import LatencyConfig
+    from compstack.run.runner import Limits
+    from compstack.run.session import CompareOptions
     from compstack.sweep import (
         LocalExecutor,
         RayExecutor,

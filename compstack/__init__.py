@@ -6,6 +6,6 @@ stacks load when a target is used.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from compstack.core.version import __version__
 
 __all__ = ["__version__"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compstack.targets.ort import OrtCpuTarget, _OrtCompiled, _OrtLowered
+from compstack.targets.ort.target import OrtCpuTarget, _OrtCompiled, _OrtLowered
 
 
 class _CrashCompiled(_OrtCompiled):

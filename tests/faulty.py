@@ -18,8 +18,8 @@ import contextlib
 
 import onnx_ir as ir
 
-from compstack.targets.ort import OrtCpuTarget
-from compstack.targets.xla import XlaCpuTarget
+from compstack.targets.ort.target import OrtCpuTarget
+from compstack.targets.xla.target import XlaCpuTarget
 
 
 def _retype(model: ir.Model, rule) -> ir.Model:  # noqa: ANN001

@@ -18,12 +18,12 @@ import pytest
 from conftest import run_cli
 from onnx import TensorProto, helper
 
-from compstack import ir as cir
+from compstack.core import ir as cir
 from compstack import ops
-from compstack.errors import UnsupportedError, UserError
+from compstack.core.errors import UnsupportedError, UserError
 from compstack.ops import Attr, OpDefinitionError, custom_op
 from compstack.ops.build import KernelLibrary, ensure_built, source_root
-from compstack.ops.testing import run_target
+from compstack.run.optest import run_target
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "custom_op_model.py"
@@ -234,7 +234,7 @@ def test_user_op_with_its_own_source_and_an_integer_input(kernels: KernelLibrary
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import custom_ops_user  # noqa: F401 - declares mylib::gather_rows (sources=[...]) and mylib::ref_only
 
-    from compstack.ops.testing import run_matrix
+    from compstack.run.optest import run_matrix
 
     op = ops.get("mylib::gather_rows")
     assert op.origin == "module:custom_ops_user" and op.sources[0].endswith("custom_ops_user.cc")

@@ -201,8 +201,8 @@ def test_the_pass_at_fault_is_named() -> None:
 
 
 def test_ort_reports_the_transformers_that_changed_a_model() -> None:
-    from compstack import ir as cir
-    from compstack.targets.ort import OrtCpuTarget, OrtOptions
+    from compstack.core import ir as cir
+    from compstack.targets.ort.target import OrtCpuTarget, OrtOptions
 
     w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["z"])]
@@ -217,8 +217,8 @@ def test_ort_reports_the_transformers_that_changed_a_model() -> None:
 
 
 def test_tvm_reports_the_passes_that_changed_a_model_and_disables_them() -> None:
-    from compstack import ir as cir
-    from compstack.targets.relax import TvmLlvmTarget, TvmOptions
+    from compstack.core import ir as cir
+    from compstack.targets.relax.target import TvmLlvmTarget, TvmOptions
 
     model = cir.canonicalize(_chain(["Add", "Relu", "Mul", "Tanh"]), source="chain")
     applied = TvmLlvmTarget().applied_passes(model)
@@ -233,8 +233,8 @@ def test_tvm_reports_the_passes_that_changed_a_model_and_disables_them() -> None
 
 
 def test_xla_reports_the_hlo_passes_that_changed_a_model_and_disables_them() -> None:
-    from compstack import ir as cir
-    from compstack.targets.xla import XlaCpuTarget, XlaOptions
+    from compstack.core import ir as cir
+    from compstack.targets.xla.target import XlaCpuTarget, XlaOptions
 
     model = cir.canonicalize(_chain(["Add", "Relu", "Mul", "Tanh"]), source="chain")
     on, off = XlaCpuTarget(), XlaCpuTarget(XlaOptions(disable_hlo_passes=("fusion",)))
@@ -247,7 +247,7 @@ def test_xla_reports_the_hlo_passes_that_changed_a_model_and_disables_them() -> 
 
 
 def test_inductor_without_its_code_generation_agrees() -> None:
-    from compstack.targets.inductor import InductorCpuTarget
+    from compstack.targets.inductor.target import InductorCpuTarget
 
     assert InductorCpuTarget.optimizations_off == {"options": {"backend": "aot_eager"}}
     rep = explain(_chain(["Add", "Relu", "Mul", "Tanh"]), {"x": _x((4, 8))}, ["inductor-cpu"],

@@ -19,13 +19,13 @@ import pytest
 
 from conftest import make_mlp, run_cli
 
-from compstack import ir as cir
+from compstack.core import ir as cir
 from compstack import targets as registry
-from compstack.config import settings
-from compstack.ir import SourceModel
-from compstack.latency import LatencyConfig
-from compstack.runner import Limits
-from compstack.session import CompareOptions, compare
+from compstack.core.config import settings
+from compstack.core.ir import SourceModel
+from compstack.core.latency import LatencyConfig
+from compstack.run.runner import Limits
+from compstack.run.session import CompareOptions, compare
 
 junitparser = pytest.importorskip("junitparser", reason="junitparser not installed (pip install junitparser)")
 
@@ -60,7 +60,7 @@ def test_compare_junit(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     cases = _cases(out)
-    cls = "compstack.compare.mlp_onnx"
+    cls = "compstack.analysis.numerics.mlp_onnx"
     assert set(cases) == {(cls, "ort-cpu"), (cls, "tvm-llvm"), (cls, "tensorrt")}
     kind, typ, msg = cases[(cls, "ort-cpu")]
     assert (kind, typ) == ("failure", "mismatch") and msg.startswith("compare: y: outside tolerance rtol=0 atol=0")
@@ -84,9 +84,9 @@ def test_compare_junit_crash_is_an_error(isolated_env: Path, mlp_onnx: Path) -> 
     out = tmp_path / "crash.xml"
     out.write_text(compare_junit(report))
     cases = _cases(out)
-    kind, typ, msg = cases[("compstack.compare.mlp", "crash-segfault")]
+    kind, typ, msg = cases[("compstack.analysis.numerics.mlp", "crash-segfault")]
     assert (kind, typ) == ("error", "crashed") and msg.startswith("run: ") and "SIGSEGV" in msg
-    assert cases[("compstack.compare.mlp", "ort-cpu")][0] == "pass"
+    assert cases[("compstack.analysis.numerics.mlp", "ort-cpu")][0] == "pass"
 
 
 def test_junit_unwritable_is_one_line(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from compstack import ir as cir
-from compstack import zoo
-from compstack.errors import UserError
+from compstack.core import ir as cir
+from compstack.frontends import zoo
+from compstack.core.errors import UserError
 
 jax = pytest.importorskip("jax")
 ort = pytest.importorskip("onnxruntime")

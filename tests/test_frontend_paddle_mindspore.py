@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from compstack.config import settings
-from compstack.errors import UserError
+from compstack.core.config import settings
+from compstack.core.errors import UserError
 from compstack.frontends.from_framework import import_framework
-from compstack.session import CompareOptions, compare
-from compstack.sources import resolve_model
+from compstack.run.session import CompareOptions, compare
+from compstack.frontends.sources import resolve_model
 
 needs_paddle = pytest.mark.skipif(not os.environ.get("COMPSTACK_PADDLE_PYTHON"),
                                   reason="set COMPSTACK_PADDLE_PYTHON (scripts/setup_paddle_env.sh)")

@@ -20,11 +20,11 @@ pytest.importorskip("tf2onnx")
 
 from conftest import make_mlp, run_cli
 
-from compstack.config import settings
-from compstack.errors import UserError
+from compstack.core.config import settings
+from compstack.core.errors import UserError
 from compstack.frontends.from_framework import detect, import_framework
-from compstack.session import CompareOptions, compare
-from compstack.sources import resolve_model
+from compstack.run.session import CompareOptions, compare
+from compstack.frontends.sources import resolve_model
 
 KERAS_CNN = '''
 import numpy as np

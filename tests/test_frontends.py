@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compstack import ir as cir
-from compstack.errors import UserError
+from compstack.core import ir as cir
+from compstack.core.errors import UserError
 
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
@@ -293,7 +293,7 @@ def test_pyfile_can_import_its_neighbours(tmp_path) -> None:
 
 def test_frontends_import_no_torch() -> None:
     code = ("import sys, compstack.frontends.from_torch, compstack.frontends.from_pyfile, "
-            "compstack.zoo; "
+            "compstack.frontends.zoo; "
             "print(sorted(m for m in ('torch', 'transformers', 'onnxruntime') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -1,4 +1,4 @@
-"""Kernel maps (compstack.kernels) on graphs whose fusion is known, for every CPU target;
+"""Kernel maps (compstack.analysis.kernels) on graphs whose fusion is known, for every CPU target;
 fusion comparison and --missed; coverage on zoo:cnn; CLI errors.
 
 The expected partitions are what each stack does with the versions this project pins
@@ -18,10 +18,10 @@ import pytest
 from conftest import run_cli
 from models import conv_bn_relu, mlp
 
-from compstack import ir as cir
+from compstack.core import ir as cir
 from compstack import targets as registry
-from compstack.fusion.analysis import _edges, compare_partitions, fusion_groups, missed_fusions
-from compstack.kernels import GraphIndex, KernelMap
+from compstack.analysis.fusion.analysis import _edges, compare_partitions, fusion_groups, missed_fusions
+from compstack.analysis.kernels import GraphIndex, KernelMap
 
 CPU = ("ort-cpu", "tvm-llvm", "iree-llvm-cpu", "xla-cpu", "inductor-cpu")
 
@@ -157,8 +157,8 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
 
 
 def test_kernel_modules_import_no_stack() -> None:
-    code = ("import sys, compstack.kernels, compstack.fusion.analysis, compstack.fusion.report, "
-            "compstack.fusion.roofline, compstack.fusion.explorer, compstack.fusion.run, compstack.fusion.commands; "
+    code = ("import sys, compstack.analysis.kernels, compstack.analysis.fusion.analysis, compstack.analysis.fusion.report, "
+            "compstack.analysis.fusion.roofline, compstack.analysis.fusion.explorer, compstack.fusion.run, compstack.cli.fusion; "
             "bad = [m for m in ('torch', 'jax', 'tvm', 'iree', 'onnxruntime') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -168,8 +168,8 @@ def test_xla_native_jax_source_maps_by_source_line(tmp_path: Path) -> None:
     """A JAX-native program (no named_scope per node): HLO stack frames + primitives."""
     if not registry.get("xla-cpu").availability().ok:
         pytest.skip("xla-cpu unavailable here")
-    from compstack.native import load_native
-    from compstack.sources import resolve_model
+    from compstack.frontends.sources import load_native
+    from compstack.frontends.sources import resolve_model
 
     source = resolve_model("zoo:jax-mlp", cache_dir=tmp_path)
     target = registry.get("xla-cpu")()
@@ -228,8 +228,8 @@ def test_xla_fusion_claims_match_its_optimized_hlo() -> None:
 
     from models import conv_bn_relu_linear
 
-    from compstack.fusion.report import print_partitions
-    from compstack.kernels import Kernel, build_map
+    from compstack.analysis.fusion.report import print_partitions
+    from compstack.analysis.kernels import Kernel, build_map
 
     if not registry.get("xla-cpu").availability().ok:
         pytest.skip("xla-cpu unavailable here")

@@ -1,4 +1,4 @@
-"""compstack.passes.irdiff on real stage texts: op histograms, graph matching, diffs."""
+"""compstack.analysis.irtext.irdiff on real stage texts: op histograms, graph matching, diffs."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import onnx
 import pytest
 from onnx import helper
 
-from compstack import ir as cir
-from compstack.passes.irdiff import (
+from compstack.core import ir as cir
+from compstack.analysis.irtext.irdiff import (
     GraphDiff,
     NodeRef,
     diff_texts,
@@ -49,7 +49,7 @@ def ort_texts() -> dict[str, str]:
     """ORT ``onnx`` and ``optimized`` stages of mlp, conv_bn_relu and mlp+Relu."""
     out = {}
     for name, proto in (("mlp", M.mlp()), ("cbr", M.conv_bn_relu()), ("mlp_relu", _mlp_extra_relu())):
-        lowered = _lower("compstack.targets.ort", "OrtCpuTarget", proto)
+        lowered = _lower("compstack.targets.ort.target", "OrtCpuTarget", proto)
         out[f"{name}:onnx"] = lowered.as_text("onnx")
         out[f"{name}:optimized"] = lowered.compile().as_text("optimized")
     return out
@@ -59,7 +59,7 @@ def ort_texts() -> dict[str, str]:
 def iree_texts() -> dict[str, str]:
     out = {}
     for name, proto in (("mlp", M.mlp()), ("cbr", M.conv_bn_relu()), ("mlp_relu", _mlp_extra_relu())):
-        lowered = _lower("compstack.targets.iree", "IreeLlvmCpuTarget", proto)
+        lowered = _lower("compstack.targets.iree.target", "IreeLlvmCpuTarget", proto)
         out[f"{name}:torch-onnx"] = lowered.as_text("torch-onnx")
         if name != "mlp_relu":
             out[f"{name}:flow"] = lowered.as_text("flow")
@@ -70,7 +70,7 @@ def iree_texts() -> dict[str, str]:
 def tvm_texts() -> dict[str, str]:
     out = {}
     for name, proto in (("mlp", M.mlp()), ("mlp_relu", _mlp_extra_relu())):
-        lowered = _lower("compstack.targets.relax", "TvmLlvmTarget", proto)
+        lowered = _lower("compstack.targets.relax.target", "TvmLlvmTarget", proto)
         out[f"{name}:relax"] = lowered.as_text("relax")
         out[f"{name}:relax-fused"] = lowered.as_text("relax-fused")
     return out

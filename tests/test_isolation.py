@@ -6,13 +6,13 @@ import sqlite3
 from pathlib import Path
 
 
-from compstack import ir as cir
+from compstack.core import ir as cir
 from compstack import targets as registry
-from compstack.config import settings
-from compstack.ir import SourceModel
-from compstack.latency import LatencyConfig
-from compstack.runner import Limits
-from compstack.session import CompareOptions, compare
+from compstack.core.config import settings
+from compstack.core.ir import SourceModel
+from compstack.core.latency import LatencyConfig
+from compstack.run.runner import Limits
+from compstack.run.session import CompareOptions, compare
 
 for _name, _cls in [("crash-segfault", "SegfaultTarget"), ("crash-abort", "AbortTarget"),
                     ("crash-hang", "HangTarget"), ("crash-hog", "HogTarget"), ("crash-raise", "RaiseTarget")]:

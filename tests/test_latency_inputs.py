@@ -9,13 +9,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from compstack import ir as cir
+from compstack.core import ir as cir
 from compstack import targets as registry
-from compstack.config import settings
-from compstack.ir import SourceModel
-from compstack.latency import LatencyConfig
-from compstack.runner import Limits
-from compstack.session import CompareOptions, compare
+from compstack.core.config import settings
+from compstack.core.ir import SourceModel
+from compstack.core.latency import LatencyConfig
+from compstack.run.runner import Limits
+from compstack.run.session import CompareOptions, compare
 from conftest import run_cli
 
 if "crash-latency" not in registry.names():

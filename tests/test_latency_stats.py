@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compstack.latency import (
+from compstack.core.latency import (
     IQR_WARN,
     LatencyConfig,
     LatencyStats,

@@ -15,8 +15,8 @@ import onnx
 import onnx_ir as ir
 from onnx import TensorProto, helper, numpy_helper
 
-from compstack import ir as cir
-from compstack.memlimit import own_rss_mb
+from compstack.core import ir as cir
+from compstack.core.memlimit import own_rss_mb
 
 MIB = 2**20
 
@@ -80,8 +80,8 @@ def test_compare_of_an_external_data_model_runs(tmp_path: Path, isolated_env: Pa
 
 _PEAK = """
 import resource, sys
-from compstack import ir as cir
-from compstack.session import model_file
+from compstack.core import ir as cir
+from compstack.run.session import model_file
 from pathlib import Path
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 model = cir.load(sys.argv[1])

@@ -1,4 +1,4 @@
-"""compstack.passes.normalize on real stage texts: dialects, determinism, idempotence,
+"""compstack.analysis.irtext.normalize on real stage texts: dialects, determinism, idempotence,
 renaming, constant elision and order-insensitivity."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from compstack import ir as cir
-from compstack.passes.normalize import (
+from compstack.core import ir as cir
+from compstack.analysis.irtext.normalize import (
     NormalizeOptions,
     detect_dialect,
     name_stem,
@@ -53,7 +53,7 @@ def _lower(target: Any, proto: onnx.ModelProto) -> Any:
 @pytest.fixture(scope="module")
 def iree_mlp() -> dict[str, str]:
     """IREE stage texts of the MLP, plus the raw ``input.mlir`` (with locations) as ``raw-input``."""
-    lowered = _lower(_target("compstack.targets.iree", "IreeLlvmCpuTarget"), M.mlp())
+    lowered = _lower(_target("compstack.targets.iree.target", "IreeLlvmCpuTarget"), M.mlp())
     texts = {s: lowered.as_text(s) for s in ("torch-onnx", "input", "flow", "stream", "hal", "vm")}
     texts["raw-input"] = (lowered.scratch.path / "input.mlir").read_text()
     return texts
@@ -61,13 +61,13 @@ def iree_mlp() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def tvm_cbr() -> dict[str, str]:
-    lowered = _lower(_target("compstack.targets.relax", "TvmLlvmTarget"), M.conv_bn_relu())
+    lowered = _lower(_target("compstack.targets.relax.target", "TvmLlvmTarget"), M.conv_bn_relu())
     return {s: lowered.as_text(s) for s in ("relax", "relax-fused")}
 
 
 @pytest.fixture(scope="module")
 def ort_mlp() -> dict[str, str]:
-    lowered = _lower(_target("compstack.targets.ort", "OrtCpuTarget"), M.mlp())
+    lowered = _lower(_target("compstack.targets.ort.target", "OrtCpuTarget"), M.mlp())
     return {"onnx": lowered.as_text("onnx"), "optimized": lowered.compile().as_text("optimized")}
 
 
@@ -101,10 +101,10 @@ _SUBPROCESS = """
 import sys
 sys.path.insert(0, {tests!r})
 import models as M
-from compstack import ir as cir
-from compstack.passes.normalize import normalize
-from compstack.targets.iree import IreeLlvmCpuTarget
-from compstack.targets.relax import TvmLlvmTarget
+from compstack.core import ir as cir
+from compstack.analysis.irtext.normalize import normalize
+from compstack.targets.iree.target import IreeLlvmCpuTarget
+from compstack.targets.relax.target import TvmLlvmTarget
 iree = IreeLlvmCpuTarget().lower(cir.from_proto(M.mlp()))
 tvm = TvmLlvmTarget().lower(cir.from_proto(M.conv_bn_relu()))
 sys.stdout.write(normalize(iree.as_text("flow")) + "\\0" + normalize(tvm.as_text("relax-fused")))
@@ -113,8 +113,8 @@ sys.stdout.write(normalize(iree.as_text("flow")) + "\\0" + normalize(tvm.as_text
 
 def test_same_model_normalises_identically_across_lowerings_and_processes(
         iree_mlp: dict[str, str], tvm_cbr: dict[str, str]) -> None:
-    iree_t = _target("compstack.targets.iree", "IreeLlvmCpuTarget")
-    tvm_t = _target("compstack.targets.relax", "TvmLlvmTarget")
+    iree_t = _target("compstack.targets.iree.target", "IreeLlvmCpuTarget")
+    tvm_t = _target("compstack.targets.relax.target", "TvmLlvmTarget")
     again_flow = normalize(_lower(iree_t, M.mlp()).as_text("flow"))
     again_fused = normalize(_lower(tvm_t, M.conv_bn_relu()).as_text("relax-fused"))
     assert again_flow == normalize(iree_mlp["flow"])
@@ -177,7 +177,7 @@ def test_mlir_names_and_order_do_not_matter(iree_mlp: dict[str, str]) -> None:
 
 
 def test_models_differing_in_one_constant_differ_only_in_its_hash(iree_mlp: dict[str, str]) -> None:
-    other = _lower(_target("compstack.targets.iree", "IreeLlvmCpuTarget"), _scaled_mlp(2.0))
+    other = _lower(_target("compstack.targets.iree.target", "IreeLlvmCpuTarget"), _scaled_mlp(2.0))
     for stage in ("torch-onnx", "input", "flow"):
         a, b = normalize(iree_mlp[stage]), normalize(other.as_text(stage))
         changed = [ln for ln in difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=0)

@@ -7,11 +7,11 @@ import time
 import numpy as np
 import pytest
 
-from compstack.compare import compare_outputs, tolerance_for
-from compstack.errors import UserError
-from compstack.inputs import generate, input_sets, parse_shapes, parse_val_ranges
-from compstack.ir import ModelInput
-from compstack.latency import LatencyConfig, LatencyStats, measure
+from compstack.analysis.numerics import compare_outputs, tolerance_for
+from compstack.core.errors import UserError
+from compstack.core.inputs import generate, input_sets, parse_shapes, parse_val_ranges
+from compstack.core.ir import ModelInput
+from compstack.core.latency import LatencyConfig, LatencyStats, measure
 
 
 def _one(actual, ref, dtype=np.float32, **kw):

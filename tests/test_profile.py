@@ -21,12 +21,12 @@ import pytest
 from conftest import run_cli
 from models import conv_bn_relu, inputs_for, mlp
 
-from compstack import ir as cir
+from compstack.core import ir as cir
 from compstack import targets as registry
-from compstack.fusion.analysis import by_node
-from compstack.fusion.roofline import Peak, machine_peak, place
-from compstack.kernels import GraphIndex, ProfileSamples
-from compstack.latency import LatencyConfig
+from compstack.analysis.fusion.analysis import by_node
+from compstack.analysis.fusion.roofline import Peak, machine_peak, place
+from compstack.analysis.kernels import GraphIndex, ProfileSamples
+from compstack.core.latency import LatencyConfig
 
 CPU = ("ort-cpu", "tvm-llvm", "iree-llvm-cpu", "xla-cpu", "inductor-cpu")
 FACTOR = 5.0
@@ -87,7 +87,7 @@ def test_roofline_place_and_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         calls.append(1)
         return peak
 
-    monkeypatch.setattr("compstack.fusion.roofline.measure_peak", fake)
+    monkeypatch.setattr("compstack.analysis.fusion.roofline.measure_peak", fake)
     assert machine_peak(tmp_path) == peak and machine_peak(tmp_path) == peak
     assert len(calls) == 1  # measured once, then read from the cache
     assert machine_peak(tmp_path, refresh=True) == peak and len(calls) == 2
@@ -167,7 +167,7 @@ def test_gpu_target_skips_cleanly_and_cli_errors(isolated_env: Path) -> None:
 def _row_with(samples: ProfileSamples, e2e_ms: float) -> tuple:
     """A profiled row of the mlp graph (one kernel per node) built from given samples."""
     from compstack.fusion.run import TargetKernels
-    from compstack.kernels import Kernel, build_map, make_profile
+    from compstack.analysis.kernels import Kernel, build_map, make_profile
 
     model = cir.canonicalize(mlp(), source="mlp")
     kmap = build_map(model, "t", [Kernel(n, "generated", [n]) for n in ("matmul", "add", "relu")])
@@ -185,7 +185,7 @@ def test_profile_cross_checks_and_no_throughput_when_inconsistent(case: str) -> 
 
     from rich.console import Console
 
-    from compstack.fusion.report import print_profile, roofline_rows
+    from compstack.analysis.fusion.report import print_profile, roofline_rows
     runs = 6
     per_kernel = {"matmul": 0.050, "add": 0.010, "relu": 0.010}  # ms per run
     copies = 2 if case == "per_thread" else 1  # two threads' events summed into one kernel

@@ -222,7 +222,7 @@ def test_run_where_nothing_ran(tmp_path: Path) -> None:
 
 def test_interrupted_run_says_so(tmp_path: Path) -> None:
     from compstack.report.html import load_run, render
-    from compstack.results import Report, Result, ResultsDB
+    from compstack.core.results import Report, Result, ResultsDB
 
     db = ResultsDB(tmp_path / "db.sqlite")
     report = Report(model={"name": "m", "fingerprint": "f"}, reference={"target": "reference"})

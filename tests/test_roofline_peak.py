@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from compstack.fusion.roofline import Peak, measure_peak, place
+from compstack.analysis.fusion.roofline import Peak, measure_peak, place
 
 
 def test_peak_is_the_fastest_library_and_says_how() -> None:

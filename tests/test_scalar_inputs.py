@@ -14,9 +14,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from compstack import ir as cir
+from compstack.core import ir as cir
 from compstack import targets as registry
-from compstack.inputs import contiguous
+from compstack.core.inputs import contiguous
 
 CPU = ("reference", "ort-cpu", "tvm-llvm", "iree-llvm-cpu", "xla-cpu", "inductor-cpu")
 
@@ -67,7 +67,7 @@ def test_scalar_input_stays_0d(target: str) -> None:
 def test_scalar_input_profiles(target: str) -> None:
     """The per-kernel profile feeds the same 0-d input (IREE writes it to a ``.npy`` file
     for ``iree-benchmark-module``, which checks the function's signature)."""
-    from compstack.latency import LatencyConfig
+    from compstack.core.latency import LatencyConfig
 
     cls = registry.get(target)
     if not cls.availability().ok:

@@ -13,11 +13,11 @@ import pytest
 from conftest import TESTS, make_mlp, run_cli
 
 from compstack import targets as registry
-from compstack.config import settings
-from compstack.errors import UserError
-from compstack.latency import LatencyConfig
-from compstack.runner import Limits, default_memory_mb
-from compstack.session import CompareOptions
+from compstack.core.config import settings
+from compstack.core.errors import UserError
+from compstack.core.latency import LatencyConfig
+from compstack.run.runner import Limits, default_memory_mb
+from compstack.run.session import CompareOptions
 from compstack.sweep import (
     LocalExecutor,
     SweepOptions,
@@ -175,7 +175,7 @@ def test_cli_ray_errors_are_one_line(models: list[str], isolated_env: Path) -> N
 
 
 def test_old_database_gets_the_sweep_columns(tmp_path: Path) -> None:
-    from compstack.results import Report, Result, ResultsDB
+    from compstack.core.results import Report, Result, ResultsDB
 
     db_path = tmp_path / "old.sqlite"
     old = sqlite3.connect(db_path)

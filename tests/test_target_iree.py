@@ -1,4 +1,4 @@
-"""The ``iree-llvm-cpu`` target and :mod:`compstack.tools`: stages, numerics, artifacts, errors."""
+"""The ``iree-llvm-cpu`` target and :mod:`compstack.core.tools`: stages, numerics, artifacts, errors."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import models as M
 import numpy as np
 import pytest
 
-from compstack import ir as cir
-from compstack import tools
-from compstack.errors import ToolError, UnavailableError, UnsupportedError
+from compstack.core import ir as cir
+from compstack.core import tools
+from compstack.core.errors import ToolError, UnavailableError, UnsupportedError
 
 pytest.importorskip("iree.compiler")
 pytest.importorskip("iree.runtime")
 
-from compstack.targets.iree import IreeLlvmCpuTarget, IreeOptions  # noqa: E402
+from compstack.targets.iree.target import IreeLlvmCpuTarget, IreeOptions  # noqa: E402
 
 if not IreeLlvmCpuTarget.availability().ok:
     pytest.skip(IreeLlvmCpuTarget.availability().reason, allow_module_level=True)
@@ -162,7 +162,7 @@ def test_timeout_kills_the_tool() -> None:
     assert info.value.returncode == 124 and "timed out" in str(info.value.stderr_tail)
 
 
-# ---- compstack.tools -----------------------------------------------------------------
+# ---- compstack.core.tools -----------------------------------------------------------------
 
 
 def test_find_tool_bundled_and_missing(fresh_settings: pytest.MonkeyPatch, tmp_path: Path) -> None:

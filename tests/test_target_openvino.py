@@ -17,18 +17,18 @@ from conftest import run_cli
 
 pytest.importorskip("openvino")
 
-from compstack.errors import UserError
-from compstack.inputs import input_sets
-from compstack.ir import graph_inputs
-from compstack.latency import LatencyConfig
-from compstack.sources import resolve_model
-from compstack.targets.openvino import OpenVinoCpuTarget, OpenVinoOptions, core
-from compstack.targets.reference import ReferenceTarget
+from compstack.core.errors import UserError
+from compstack.core.inputs import input_sets
+from compstack.core.ir import graph_inputs
+from compstack.core.latency import LatencyConfig
+from compstack.frontends.sources import resolve_model
+from compstack.targets.openvino.target import OpenVinoCpuTarget, OpenVinoOptions, core
+from compstack.targets.reference.target import ReferenceTarget
 
 if not OpenVinoCpuTarget.availability().ok:
     pytest.skip(OpenVinoCpuTarget.availability().reason, allow_module_level=True)
 
-#: compare's default float32 tolerances (compstack.compare).
+#: compare's default float32 tolerances (compstack.analysis.numerics).
 RTOL, ATOL = 1e-3, 1e-5
 
 
@@ -149,7 +149,7 @@ def test_lower_writes_blob_and_stages_and_reloads(cnn: dict, cache: Path, tmp_pa
 
 def test_unavailable_without_openvino_is_one_actionable_line() -> None:
     code = ("import sys; sys.modules['openvino'] = None\n"
-            "from compstack.targets.openvino import OpenVinoCpuTarget\n"
+            "from compstack.targets.openvino.target import OpenVinoCpuTarget\n"
             "a = OpenVinoCpuTarget.availability(); print(a.ok); print(a.reason)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ})

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from compstack import ir as cir
-from compstack import zoo
-from compstack.errors import UnsupportedError
+from compstack.core import ir as cir
+from compstack.frontends import zoo
+from compstack.core.errors import UnsupportedError
 from compstack.targets import get
 
 torch = pytest.importorskip("torch")
@@ -93,8 +93,8 @@ def test_stages_differ_before_and_after_freezing(compiled) -> None:
 
 
 def test_model_pt_round_trips_through_the_artifact_cache(tmp_path: Path, cnn, compiled) -> None:
-    from compstack.cache import ArtifactCache
-    from compstack.targets._kernels_torchscript import kernel_nodes
+    from compstack.core.store import ArtifactCache
+    from compstack.targets.torchscript.kernels import kernel_nodes
 
     target, _, comp = compiled["translated"]
     cache = ArtifactCache(tmp_path / "artifacts")
@@ -141,7 +141,7 @@ def test_kernels_map_to_the_source_nodes(cnn, compiled) -> None:
 
 
 def test_profile_times_the_aten_kernels(cnn, compiled) -> None:
-    from compstack.latency import LatencyConfig
+    from compstack.core.latency import LatencyConfig
 
     _, _, comp = compiled["native"]
     kmap = comp.kernels()
@@ -163,7 +163,7 @@ def test_path_native_needs_a_torch_source(cnn) -> None:
     target = cls(cls.Options.from_strings({"path": "native"}, owner="torchscript-cpu"))
     with pytest.raises(UnsupportedError, match="path=native needs a torch source"):
         target.lower(cnn.model)
-    from compstack.errors import UserError
+    from compstack.core.errors import UserError
 
     with pytest.raises(UserError, match="capture=jit"):
         cls.Options.from_strings({"capture": "jit"}, owner="torchscript-cpu")

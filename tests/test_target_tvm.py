@@ -10,12 +10,12 @@ import models as M
 import numpy as np
 import pytest
 
-from compstack import ir as cir
-from compstack.errors import UnsupportedError
+from compstack.core import ir as cir
+from compstack.core.errors import UnsupportedError
 
 pytest.importorskip("tvm")
 
-from compstack.targets.relax import TvmLlvmTarget, TvmOptions  # noqa: E402
+from compstack.targets.relax.target import TvmLlvmTarget, TvmOptions  # noqa: E402
 
 if not TvmLlvmTarget.availability().ok:
     pytest.skip(TvmLlvmTarget.availability().reason, allow_module_level=True)
@@ -137,7 +137,7 @@ def test_unsupported_ops_all_at_once() -> None:
 
 
 def test_module_import_loads_no_stack() -> None:
-    code = ("import sys, compstack.targets.relax, compstack.targets.iree, compstack.tools; "
+    code = ("import sys, compstack.targets.relax.target, compstack.targets.iree.target, compstack.core.tools; "
             "bad = [m for m in ('tvm', 'iree') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])
 

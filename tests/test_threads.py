@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compstack.threads import ThreadSampler, physical_cores, thread_env
+from compstack.core.threads import ThreadSampler, physical_cores, thread_env
 from conftest import run_cli
 
 CPU_TARGETS = ("ort-cpu", "tvm-llvm", "iree-llvm-cpu", "xla-cpu", "inductor-cpu")

@@ -15,8 +15,8 @@ import torch
 from onnx import helper
 from translate_harness import assert_close, check, node_model, run_fx, run_reference
 
-from compstack import ir as cir
-from compstack.errors import UnsupportedError
+from compstack.core import ir as cir
+from compstack.core.errors import UnsupportedError
 from compstack.translate.fx import ONNX_NODE_KEY, TABLE, to_fx
 
 #: onnx.reference warns on the NaN/inf/zero inputs the cases feed it on purpose

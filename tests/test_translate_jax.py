@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from translate_harness import assert_close, check, node_model, run_jax, run_reference
 
-from compstack import ir as cir
-from compstack.errors import UnsupportedError
+from compstack.core import ir as cir
+from compstack.core.errors import UnsupportedError
 
 pytest.importorskip("jax")
 

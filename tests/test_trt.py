@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import run_cli
 
-from compstack.targets import trt as trt_target
+from compstack.targets.trt import target as trt_target
 
 
 def _tensorrt_missing() -> bool:
@@ -58,7 +58,7 @@ def test_registry_resolves_tensorrt() -> None:
 
 
 def test_options_validate() -> None:
-    from compstack.errors import UserError
+    from compstack.core.errors import UserError
 
     opts = trt_target.TrtOptions.from_strings({"precision": "fp16", "workspace_mib": "512"}, owner="tensorrt")
     assert opts.precision == "fp16" and opts.workspace_mib == 512

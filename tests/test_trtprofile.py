@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import make_mlp, run_cli
 
-from compstack.trtprofile import metadata_nodes, split_layer_name
+from compstack.targets.trt.profile import metadata_nodes, split_layer_name
 
 # The layout of trtexec --exportProfile (Profiler::exportJSONProfile, sampleReporting.cpp).
 PROFILE = [

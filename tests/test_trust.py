@@ -24,14 +24,14 @@ import numpy as np
 import onnx
 import pytest
 
-from compstack import ir as cir
+from compstack.core import ir as cir
 from compstack import targets as registry
-from compstack.config import settings
-from compstack.ir import SourceModel
-from compstack.latency import LatencyConfig
-from compstack.results import ResultsDB
-from compstack.runner import Limits
-from compstack.session import CompareOptions, compare
+from compstack.core.config import settings
+from compstack.core.ir import SourceModel
+from compstack.core.latency import LatencyConfig
+from compstack.core.results import ResultsDB
+from compstack.run.runner import Limits
+from compstack.run.session import CompareOptions, compare
 
 from conftest import TESTS, make_mlp
 
@@ -114,7 +114,7 @@ def test_conformance_cases_are_not_a_pickle_and_are_verified(tmp_path: Path) -> 
             return (open, (str(marker), "w"))
 
     path.write_bytes(pickle.dumps(Boom()))
-    from compstack.integrity import write_manifest
+    from compstack.core.integrity import write_manifest
 
     write_manifest(path.parent, [path], {"onnx": path.parent.name})
     with pytest.raises(ValueError, match="not a compstack cases file"):
@@ -130,7 +130,7 @@ def test_conformance_cases_are_not_a_pickle_and_are_verified(tmp_path: Path) -> 
 
 
 def test_altered_canonical_model_is_replaced_not_run(tmp_path: Path) -> None:
-    from compstack.session import model_file
+    from compstack.run.session import model_file
 
     source = SourceModel(name="mlp", model=cir.load(make_mlp(tmp_path / "mlp.onnx")))
     path = model_file(source, tmp_path / "cache")
@@ -150,7 +150,7 @@ def test_altered_canonical_model_is_replaced_not_run(tmp_path: Path) -> None:
 
 
 def test_zoo_entry_with_zeroed_weights_or_bad_meta_is_rebuilt(tmp_path: Path) -> None:
-    from compstack import zoo
+    from compstack.frontends import zoo
 
     first = zoo.load("zoo:mlp", tmp_path)
     entry = next((tmp_path / "zoo").glob("mlp-*"))
@@ -170,7 +170,7 @@ def test_zoo_entry_with_zeroed_weights_or_bad_meta_is_rebuilt(tmp_path: Path) ->
 
 
 def test_cached_stage_text_is_verified(tmp_path: Path) -> None:
-    from compstack.dumping import dump
+    from compstack.run.dump import dump
 
     source = SourceModel(name="mlp", model=cir.load(make_mlp(tmp_path / "mlp.onnx")))
     cache = tmp_path / "cache"
@@ -184,7 +184,7 @@ def test_cached_stage_text_is_verified(tmp_path: Path) -> None:
 
 
 def test_kernel_library_record_is_verified(tmp_path: Path) -> None:
-    from compstack.integrity import file_record
+    from compstack.core.integrity import file_record
     from compstack.ops.build import _read
 
     folder = tmp_path / "key"
@@ -341,7 +341,7 @@ def test_sigkill_of_compstack_takes_its_worker_with_it(tmp_path: Path) -> None:
     assert _gone(worker), "the worker outlived a SIGKILLed parent"
     left = list(Path(tempfile.gettempdir()).glob(f"compstack-run-{proc.pid}-*"))
     assert left, "expected the killed run's folder (nothing could clean it)"
-    from compstack.procs import run_tempdir
+    from compstack.core.procs import run_tempdir
 
     fresh = run_tempdir("compstack-run-")  # the next run sweeps folders of dead runs
     try:
@@ -377,7 +377,7 @@ def test_conformance_worker_crash_at_start_costs_its_target_only(tmp_path: Path)
 
 def test_conformance_worker_hang_at_start_is_bounded(tmp_path: Path) -> None:
     from compstack.conformance.cases import cases_path, load_cases
-    from compstack.conformance.pool import run_pool
+    from compstack.run.pool import run_pool
 
     load_cases(tmp_path)
     rows: list[dict] = []

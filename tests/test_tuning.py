@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from compstack.targets._tuning_tvm import metaschedule_problem
+from compstack.targets.relax.tuning import metaschedule_problem
 from conftest import run_cli
 from test_threads import _gemm_model
 

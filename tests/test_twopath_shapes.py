@@ -16,9 +16,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from models import reference
 
-from compstack import ir as cir
+from compstack.core import ir as cir
 from compstack import targets as registry
-from compstack.targets._twopath import specialize_inputs
+from compstack.targets.common.twopath import specialize_inputs
 
 TRANSLATED = ("xla-cpu", "inductor-cpu")
 

@@ -20,8 +20,8 @@ from conftest import run_cli
 from onnx import TensorProto, helper
 
 from compstack import targets as registry
-from compstack.targets._coverage import load_support_list
-from compstack.targets.cann import CannOptions, CannTarget
+from compstack.targets.common.coverage import load_support_list
+from compstack.targets.cann.target import CannOptions, CannTarget
 
 NO_ATC = {"PATH": os.pathsep.join(p for p in ("/usr/bin", "/bin") if os.path.isdir(p)), "COMPSTACK_TOOL_ATC": ""}
 

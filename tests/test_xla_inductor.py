@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from conftest import make_mlp, run_cli
 
-from compstack import ir as cir
-from compstack.errors import UnsupportedError
+from compstack.core import ir as cir
+from compstack.core.errors import UnsupportedError
 from compstack.targets import get
 
 pytest.importorskip("jax")

@@ -1,4 +1,4 @@
-"""Tests of compstack.zoo: real architectures, offline, cached, reproducible."""
+"""Tests of compstack.frontends.zoo: real architectures, offline, cached, reproducible."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compstack import ir as cir
-from compstack import zoo
-from compstack.errors import UserError
+from compstack.core import ir as cir
+from compstack.frontends import zoo
+from compstack.core.errors import UserError
 
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
@@ -162,7 +162,7 @@ def test_bert_inputs_and_numerics(bert) -> None:
 
 
 def test_minilm_has_real_weights(minilm) -> None:
-    from compstack.zoo._hf import minilm_inputs
+    from compstack.frontends.zoo._hf import minilm_inputs
 
     mask = minilm.example_inputs["attention_mask"]
     assert mask.shape == (2, 32) and not mask.all()  # padded

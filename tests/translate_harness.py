@@ -2,7 +2,7 @@
 
 ``check(op, inputs, attrs, framework="jax")`` builds a one-node model of ``op`` with the
 given numpy inputs (graph inputs; pass ``const=`` for inputs that must be initializers,
-such as Reshape's shape), canonicalises it with :func:`compstack.ir.from_proto`, runs the
+such as Reshape's shape), canonicalises it with :func:`compstack.core.ir.from_proto`, runs the
 translated program and :mod:`onnx.reference` on the same inputs, and asserts they agree
 (NaN positions included, bitwise for integers and bools).
 """
@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from compstack import ir as cir
+from compstack.core import ir as cir
 
 __all__ = ["assert_close", "check", "node_model", "run_fx", "run_jax", "run_reference"]
 

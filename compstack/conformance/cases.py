@@ -135,7 +135,7 @@ def read_cases(path: Path) -> list[Case]:
     """
     from onnx import TensorProto, numpy_helper
 
-    from compstack.integrity import check_manifest
+    from compstack.core.integrity import check_manifest
 
     meta, problem = check_manifest(Path(path).parent)
     if meta is None:
@@ -166,7 +166,7 @@ def load_cases(cache_dir: Path) -> list[Case]:
     Returns:
         The cases, sorted by name.
     """
-    from compstack.integrity import write_manifest
+    from compstack.core.integrity import write_manifest
 
     path = cases_path(cache_dir)
     if path.parent.exists():

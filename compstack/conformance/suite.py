@@ -2,7 +2,7 @@
 and history.
 
 For each target the cases run on a pool of long-lived workers
-(:mod:`compstack.conformance.pool`). Each case ends in one funnel stage (``import``,
+(:mod:`compstack.run.pool`). Each case ends in one funnel stage (``import``,
 ``lower``, ``compile``, ``run``, ``compare``) or passes; ``unsupported``, ``timeout`` and
 ``crashed`` are counted apart. The pass rate is passed / cases run.
 
@@ -25,8 +25,8 @@ from typing import Any, Callable, Sequence
 
 from compstack import targets as registry
 from compstack.conformance.cases import Case
-from compstack.conformance.pool import run_pool
-from compstack.errors import UserError
+from compstack.run.pool import run_pool
+from compstack.core.errors import UserError
 
 __all__ = ["FUNNEL", "RULE", "TargetSummary", "SuiteReport", "run_suite", "store", "trend", "read_xfail",
            "write_xfail", "xfail_path", "DEFAULT_XFAIL_DIR"]

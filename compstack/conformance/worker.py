@@ -5,7 +5,7 @@ cases once (so the stack's import cost is paid once per worker, not per case), t
 reads case names from stdin, one per line, and answers on a private pipe with JSON
 lines: ``{"progress": STAGE}`` before each stage and ``{"result": {...}}`` at the end of
 each case. The stack's own prints go to stderr, never into the protocol. The parent
-(:mod:`compstack.conformance.pool`) kills and restarts a worker that hangs or dies.
+(:mod:`compstack.run.pool`) kills and restarts a worker that hangs or dies.
 
 Compiled cases are cached as artifacts; a deterministic failure to lower or compile is
 cached too (``<cache>/artifacts/conformance-failures/<target>/<key>.json``, same key:
@@ -92,9 +92,9 @@ def run_case(case: Case, target: Any, cache: Any, versions: dict[str, str],
     import onnx
     import onnx_ir as ir
 
-    from compstack.cache import cache_key
-    from compstack.errors import UnsupportedError
-    from compstack.jobs import _first_line
+    from compstack.core.store import cache_key
+    from compstack.core.errors import UnsupportedError
+    from compstack.run.jobs import _first_line
 
     t0 = time.perf_counter()
     stage = "import"
@@ -168,8 +168,8 @@ def _known_failure(cache: Any, target: Any, key: str) -> dict[str, Any] | None:
 def _record_failure(cache: Any, target: Any, key: str, stage: str, exc: BaseException) -> None:
     """Remember a deterministic lower/compile failure (not timeouts or crashes, which
     kill the worker before this runs)."""
-    from compstack.errors import ToolTimeoutError, UnsupportedError
-    from compstack.jobs import _first_line
+    from compstack.core.errors import ToolTimeoutError, UnsupportedError
+    from compstack.run.jobs import _first_line
 
     if cache is None or isinstance(exc, ToolTimeoutError):
         return
@@ -197,9 +197,9 @@ def _cached(cache: Any, target: Any, key: str, model: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Worker entry point (see the module docstring)."""
-    from compstack.cache import ArtifactCache
+    from compstack.core.store import ArtifactCache
     from compstack.conformance.cases import read_cases
-    from compstack.jobs import load_target_class, prepare_worker
+    from compstack.run.jobs import load_target_class, prepare_worker
 
     spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
     proto = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol pipe

@@ -120,7 +120,7 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
         UserError: a bad ``--keep``, an unknown target, or a model the reference
             evaluator cannot run.
     """
-    from compstack.errors import UserError
+    from compstack.core.errors import UserError
     from compstack.explain.attribute import attribute
     from compstack.explain.bundle import write_bundle
     from compstack.explain.core import Explainer, simplify

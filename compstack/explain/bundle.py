@@ -46,7 +46,7 @@ def check_bundle_dir(folder: Path) -> None:
     Raises:
         UserError: ``folder`` is a file, or a non-empty folder that is not a bundle.
     """
-    from compstack.errors import UserError
+    from compstack.core.errors import UserError
 
     if folder.exists() and not folder.is_dir():
         raise UserError(f"-o {folder}: not a folder")
@@ -89,7 +89,7 @@ def write_bundle(folder: Path, explainer: Any, p: Piece, report: dict[str, Any])
     Raises:
         OSError: the folder cannot be written.
     """
-    import compstack
+    from compstack.core.version import __version__
     from compstack import targets as registry
     from compstack.explain.repro import repro_script
 
@@ -104,7 +104,7 @@ def write_bundle(folder: Path, explainer: Any, p: Piece, report: dict[str, Any])
     _tensor_files(folder / "test_data_set_0", "input", [(n, feeds[n]) for n in p.inputs])
     expected = [(o, np.asarray(ref.f64[o]).astype(ref.dtypes.get(o, ref.f64[o].dtype))) for o in p.outputs]
     _tensor_files(folder / "test_data_set_0", "output", expected)
-    versions: dict[str, Any] = {"compstack": compstack.__version__, "python": platform.python_version(),
+    versions: dict[str, Any] = {"compstack": __version__, "python": platform.python_version(),
                                 "onnx": onnx.__version__, "numpy": np.__version__, "machine": platform.machine()}
     flags: dict[str, Any] = {}
     repros: dict[str, str] = {}
@@ -186,7 +186,7 @@ def read_bundle(folder: Path) -> dict[str, Any]:
     Raises:
         UserError: not a bundle (names what is missing).
     """
-    from compstack.errors import UserError
+    from compstack.core.errors import UserError
 
     for need in ("model.onnx", "inputs.npz", "explain.json", "flags.json"):
         if not (folder / need).is_file():

@@ -2,7 +2,7 @@
 
 One :class:`Evaluator` holds one worker per (target, options, mode, environment)
 (:mod:`compstack.explain.worker`, driven by
-:class:`compstack.conformance.pool.WorkerProcess`): a piece that crashes or hangs the
+:class:`compstack.run.pool.WorkerProcess`): a piece that crashes or hangs the
 stack costs that evaluation (status ``crashed``/``timeout``) and a fresh worker takes
 the next one. Every evaluation is counted, so explain can report how many compiles it
 used.
@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 import onnx
 
-from compstack.procs import run_tempdir
+from compstack.core.procs import run_tempdir
 
 __all__ = ["EvalResult", "Evaluator", "Run"]
 
@@ -112,13 +112,13 @@ class Evaluator:
 
     def _worker(self, run: Run) -> Any:
         from compstack import targets as registry
-        from compstack.conformance.pool import WorkerProcess
+        from compstack.run.pool import WorkerProcess
 
         w = self.workers.get(run)
         if w is None:
             ref = next((e.ref for e in registry.entries() if e.name == run.target), None)
             if ref is None:
-                from compstack.errors import UserError
+                from compstack.core.errors import UserError
 
                 raise UserError(f"unknown target '{run.target}'; run `compstack targets` to list them")
             spec = self.work / f"spec{len(self.workers)}.json"
@@ -163,7 +163,7 @@ class Evaluator:
         Returns:
             The :class:`EvalResult` (never raises for the stack's sake).
         """
-        from compstack.inputs import decode_arrays, encode_arrays
+        from compstack.core.inputs import decode_arrays, encode_arrays
 
         self._n += 1
         base = self.work / f"e{self._n}"

@@ -54,7 +54,7 @@ class ReferenceValues:
     Attributes:
         f64: value of every tensor (inputs, initializers, intermediates, outputs) with
             float32, float16 and bfloat16 computed in float64
-            (:func:`compstack.targets.reference.to_float64` with ``halves``), so a
+            (:func:`compstack.targets.reference.target.to_float64` with ``halves``), so a
             half-precision model has a real float64 reference and noise floor.
         f32: the same tensors computed in the model's own precision (the float32 run
             whose error against ``f64`` is the noise floor).
@@ -99,7 +99,7 @@ def reference_values(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> Re
     Raises:
         Exception: whatever the reference evaluator raises on the model.
     """
-    from compstack.targets.reference import to_float64
+    from compstack.targets.reference.target import to_float64
 
     f32 = _run(proto, feeds)
     f64 = _run(to_float64(proto, halves=True), feeds)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from compstack.errors import UserError
+from compstack.core.errors import UserError
 
 __all__ = ["Clause", "parse_keep"]
 

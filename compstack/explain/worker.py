@@ -5,7 +5,7 @@ one JSON request a line on stdin, ``{"model": PATH, "inputs": NPZ, "outputs": NP
 "stages": DIR or null, "artifact": DIR or null}`` (or ``{"model": PATH, "passes": true}``:
 the names of the passes that change the model, ``Target.applied_passes``), and answers on a private pipe with ``{"progress": STAGE}``
 lines and one ``{"result": {"status", "stage", "error"}}`` (the protocol of
-:mod:`compstack.conformance.worker`, so :class:`compstack.conformance.pool.WorkerProcess`
+:mod:`compstack.conformance.worker`, so :class:`compstack.run.pool.WorkerProcess`
 drives it, restarting it after a crash or hang). Explain compiles dozens of pieces of
 one model; paying the stack's import once per target is what makes that affordable.
 
@@ -36,9 +36,9 @@ def evaluate(target: Any, request: dict[str, Any], mode: str, progress: Callable
     """Run one request (see the module docstring); never raises for the stack's sake."""
     import onnx_ir as ir
 
-    from compstack.errors import UnavailableError, UnsupportedError
-    from compstack.inputs import decode_arrays, encode_arrays
-    from compstack.jobs import _first_line, write_stages
+    from compstack.core.errors import UnavailableError, UnsupportedError
+    from compstack.core.inputs import decode_arrays, encode_arrays
+    from compstack.run.jobs import _first_line, write_stages
 
     stage = "import"
     try:
@@ -86,7 +86,7 @@ def evaluate(target: Any, request: dict[str, Any], mode: str, progress: Callable
 
 def main(argv: list[str] | None = None) -> int:
     """Worker entry point (see the module docstring)."""
-    from compstack.jobs import load_target_class, prepare_worker
+    from compstack.run.jobs import load_target_class, prepare_worker
 
     spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
     proto = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol pipe

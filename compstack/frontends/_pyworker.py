@@ -3,18 +3,18 @@ limits, and bring the imported model back.
 
 The user's module import and function call (and the torch/JAX export after it) run in
 a worker (:func:`main` with ``SPEC OUT``, the current folder off ``sys.path``) in a new
-session, polled like a target's job (:mod:`compstack.runner`): past ``--timeout`` or
+session, polled like a target's job (:mod:`compstack.run.runner`): past ``--timeout`` or
 ``--memory-limit`` the worker's process group is killed. The worker writes into the folder ``OUT``:
 
 * ``model.onnx`` (the canonical common IR; external data beside it when large),
   ``examples.npz`` (the example inputs) and ``source.json`` (name, origin, framework,
   value ranges), or
-* ``error.json``: the one-line :class:`~compstack.errors.UserError` it raised.
+* ``error.json``: the one-line :class:`~compstack.core.errors.UserError` it raised.
 
 Whatever the user's code prints goes to ``OUT/worker.log``, not to the terminal (so
 ``--json`` stdout stays clean and a framework's own traceback never precedes
 compstack's line). A worker that loops, eats memory, calls ``os._exit`` or dies by a
-signal becomes one :class:`~compstack.errors.UserError` naming ``file.py:function``.
+signal becomes one :class:`~compstack.core.errors.UserError` naming ``file.py:function``.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compstack import ir as cir
-from compstack.errors import UserError
+from compstack.core import ir as cir
+from compstack.core.errors import UserError
 
 __all__ = ["import_isolated"]
 
@@ -59,10 +59,10 @@ def import_isolated(spec: str, timeout_s: float, memory_mb: int, poll_s: float =
         spec: ``path/to/file.py:function``.
         timeout_s: wall-clock limit of the import, seconds (``--timeout``).
         memory_mb: resident-memory limit of the worker and its children, MiB (0: none).
-        partial: see :func:`compstack.sources.resolve_model`.
+        partial: see :func:`compstack.frontends.sources.resolve_model`.
 
     Returns:
-        The :class:`~compstack.ir.SourceModel` the worker imported (``native`` is None:
+        The :class:`~compstack.core.ir.SourceModel` the worker imported (``native`` is None:
         a framework program does not cross processes; target workers rebuild it).
 
     Raises:
@@ -99,7 +99,7 @@ def import_isolated(spec: str, timeout_s: float, memory_mb: int, poll_s: float =
 def _supervise(spec: str, out: Path, timeout_s: float, memory_mb: int, poll_s: float,
                partial: bool = False) -> tuple[str, int, int]:
     """Run the worker until it exits or passes a limit: ``(status, returncode, peak_rss)``."""
-    from compstack.runner import _kill_group, _tree_rss_bytes
+    from compstack.core.procs import kill_group, tree_rss_bytes
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
@@ -115,13 +115,13 @@ def _supervise(spec: str, out: Path, timeout_s: float, memory_mb: int, poll_s: f
                 if time.monotonic() - t0 > timeout_s:
                     status = "timeout"
                 elif limit:
-                    peak = max(peak, _tree_rss_bytes(proc.pid))
+                    peak = max(peak, tree_rss_bytes(proc.pid))
                     status = "oom" if peak > limit else status
                 if status != "exited":
                     break
                 time.sleep(poll_s)
         finally:  # a limit, Ctrl-C or a bug here: never leave the user's code running
-            _kill_group(proc)
+            kill_group(proc)
             proc.wait()
     return status, proc.returncode, peak
 
@@ -141,7 +141,7 @@ def _read(out: Path) -> tuple[cir.SourceModel, bool]:
     as_written = ir.load(str(out / "as_written.onnx")) if (out / "as_written.onnx").exists() else None
     examples: dict[str, np.ndarray] = {}
     if (out / "examples.npz").exists():
-        from compstack.inputs import decode_arrays
+        from compstack.core.inputs import decode_arrays
 
         with np.load(out / "examples.npz", allow_pickle=False) as data:
             examples = decode_arrays({k: data[k] for k in data.files})
@@ -155,7 +155,7 @@ def _read(out: Path) -> tuple[cir.SourceModel, bool]:
 
 def _write(source: cir.SourceModel, out: Path) -> None:
     """What :func:`_read` reads (written by the worker)."""
-    from compstack.inputs import save_npz
+    from compstack.core.inputs import save_npz
     from compstack.ops._registry import origins_for
 
     if source.as_written is not None:

@@ -11,7 +11,7 @@ folder is), with a time limit, and hands back ONNX + example inputs as files.
 
 Which Python: TensorFlow runs in compstack's own (``pip install 'compstack[tensorflow]'``);
 Paddle and MindSpore in their own environments, named by ``COMPSTACK_PADDLE_PYTHON`` /
-``COMPSTACK_MINDSPORE_PYTHON`` (see :mod:`compstack.config`; created by
+``COMPSTACK_MINDSPORE_PYTHON`` (see :mod:`compstack.core.config`; created by
 ``scripts/setup_paddle_env.sh`` / ``scripts/setup_mindspore_env.sh``).
 
 The framework is detected from the file's own ``import`` statements (read, not run):
@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from compstack import ir as cir
-from compstack.errors import UserError
+from compstack.core import ir as cir
+from compstack.core.errors import UserError
 
 __all__ = [
     "EXPORT_TIMEOUT_S",
@@ -127,7 +127,7 @@ def python_for(framework: str) -> str:
         UserError: Paddle or MindSpore without its setting, or the setting names no file
             (one line: what to set and how to create the environment).
     """
-    from compstack.config import framework_pythons
+    from compstack.core.config import framework_pythons
 
     info = FRAMEWORKS[framework]
     configured = framework_pythons().get(framework, "")
@@ -289,7 +289,7 @@ def import_framework(path: Path, func: str, framework: str, name: str,
         timeout_s: time limit of the whole export.
 
     Returns:
-        A :class:`compstack.ir.SourceModel` with ``origin`` and ``framework`` = the
+        A :class:`compstack.core.ir.SourceModel` with ``origin`` and ``framework`` = the
         framework, example inputs by graph-input name, and ``meta`` about the export
         (exporter, its versions, seconds, weights digest) in the model's metadata
         (``compstack.framework.*``).

@@ -2,7 +2,7 @@
 
 The function is traced with ``jax.make_jaxpr`` and its jaxpr is converted to ONNX
 (opset 20) here, one converter per JAX primitive; the result is checked and
-canonicalised by :mod:`compstack.ir` like every other import.
+canonicalised by :mod:`compstack.core.ir` like every other import.
 
 Why our own jaxpr -> ONNX converter and not jax2onnx: every jaxpr equation carries its
 ``source_info`` (the Python traceback at trace time and the ``jax.named_scope`` stack),
@@ -54,8 +54,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from compstack import ir as cir
-from compstack.errors import UserError
+from compstack.core import ir as cir
+from compstack.core.errors import UserError
 
 __all__ = ["PRIMITIVES", "ConversionError", "import_jax", "input_names_of", "native_program"]
 
@@ -101,10 +101,10 @@ def import_jax(
             so the native XLA path can still run it; default: raise.
 
     Returns:
-        A :class:`compstack.ir.SourceModel` with ``origin="jax"``, ``framework="jax"``,
+        A :class:`compstack.core.ir.SourceModel` with ``origin="jax"``, ``framework="jax"``,
         ``example_inputs`` (numpy arrays by graph-input name, dtypes as traced: a
         Python float becomes float32) and ``native`` a
-        :class:`compstack.native.NativeProgram` calling ``fn`` with the pytrees rebuilt.
+        :class:`compstack.frontends.native.NativeProgram` calling ``fn`` with the pytrees rebuilt.
 
     Raises:
         UserError: ``fn`` is not callable; ``example_args`` holds something that is not
@@ -209,7 +209,7 @@ def input_names_of(fn: Callable[..., Any], example_args: Any,
 
 def native_program(fn: Callable[..., Any], example_args: Any, *, input_names: Sequence[str] | None = None,
                    const_argnums: Sequence[int] = (), name: str = "<jax>") -> Any:
-    """A :class:`compstack.native.NativeProgram` for ``fn``, without tracing or exporting.
+    """A :class:`compstack.frontends.native.NativeProgram` for ``fn``, without tracing or exporting.
 
     Args:
         fn: the JAX function.
@@ -336,7 +336,7 @@ def _program(fn: Callable[..., Any], spec: _ArgSpec) -> Any:
     """The NativeProgram: leaves in input order -> the original pytrees -> ``fn(*args)``."""
     import jax
 
-    from compstack.native import NativeProgram
+    from compstack.frontends.native import NativeProgram
 
     fixed = list(spec.arrays)
     slots = [i for i, is_input in enumerate(spec.is_input) if is_input]

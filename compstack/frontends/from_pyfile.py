@@ -20,7 +20,7 @@ callable, and every leaf of the second is an array (numpy, jax, or a Python scal
 
 The file is run as a fresh module (its folder is on ``sys.path`` while it is
 imported, so it can import its neighbours). Every way this can go wrong is a
-one-line :class:`~compstack.errors.UserError`. The CLI runs all of this in a worker
+one-line :class:`~compstack.core.errors.UserError`. The CLI runs all of this in a worker
 process under ``--timeout``/``--memory-limit`` (:mod:`compstack.frontends._pyworker`).
 """
 
@@ -35,8 +35,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from compstack import ir as cir
-from compstack.errors import UserError
+from compstack.core import ir as cir
+from compstack.core.errors import UserError
 
 __all__ = ["import_pyfile", "native_of", "parse_spec"]
 
@@ -71,7 +71,7 @@ def import_pyfile(spec: str, partial: bool = False) -> cir.SourceModel:
             ``import_error`` set (see :func:`compstack.frontends.from_jax.import_jax`).
 
     Returns:
-        A :class:`compstack.ir.SourceModel` named ``file.py:function`` (the file's base
+        A :class:`compstack.core.ir.SourceModel` named ``file.py:function`` (the file's base
         name). A torch model is exported with
         :func:`compstack.frontends.from_torch.import_torch` (``origin="torch"``,
         example inputs as numpy arrays by ONNX input name); a JAX function is traced
@@ -136,7 +136,7 @@ def native_of(spec: str, input_names: list[str]) -> Any:
             in order).
 
     Returns:
-        A :class:`compstack.native.NativeProgram` (``framework`` ``torch`` or ``jax``;
+        A :class:`compstack.frontends.native.NativeProgram` (``framework`` ``torch`` or ``jax``;
         a JAX function is neither traced nor converted here; for ``tf``, ``paddle`` and
         ``mindspore`` nothing runs here and ``fn`` is the spec itself, run by
         :func:`compstack.frontends.from_framework.run_framework`), or None when the
@@ -147,12 +147,12 @@ def native_of(spec: str, input_names: list[str]) -> Any:
     """
     foreign = _foreign(spec)
     if foreign is not None:
-        from compstack.native import NativeProgram
+        from compstack.frontends.native import NativeProgram
 
         return NativeProgram(foreign[2], spec, list(input_names), lambda xs: (tuple(xs), {}))
     result, name = _call(spec)
     if isinstance(result, (tuple, list)) and len(result) == 2 and _is_torch_program(result[0]):
-        from compstack.native import torch_program
+        from compstack.frontends.native import torch_program
 
         return torch_program(result[0], result[1], input_names)
     if _is_jax_program(result):

@@ -2,7 +2,7 @@
 
 The path is ``torch.export`` (non-strict) -> the dynamo ONNX exporter
 (``torch.onnx.export(..., dynamo=True, optimize=False)``) -> onnxscript constant folding
-only -> every ``Constant`` node lifted to an initializer -> :func:`compstack.ir.from_proto`.
+only -> every ``Constant`` node lifted to an initializer -> :func:`compstack.core.ir.from_proto`.
 The full onnxscript optimizer is *not* run by default, so the graph keeps what the user
 wrote (``BatchNormalization`` stays a node); constant folding and lifting are still
 needed so that shape/axes operands are initializers instead of computed values or
@@ -11,7 +11,7 @@ needed so that shape/axes operands are initializers instead of computed values o
 Every node keeps the exporter's provenance (``metadata_props``: ``namespace``,
 ``pkg.torch.onnx.stack_trace``, ``pkg.torch.onnx.fx_node``...). The frontend adds
 ``compstack.source``: the innermost frame of the stack trace that is not inside torch
-itself or the Python standard library, so :func:`compstack.ir.source_of` points at the
+itself or the Python standard library, so :func:`compstack.core.ir.source_of` points at the
 model's own code (``model.py:12``) rather than at ``torch/nn/modules/linear.py``.
 
 torch is imported only when :func:`import_torch` is called.
@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx_ir as ir
 
-from compstack import ir as cir
-from compstack.errors import UserError
-from compstack.native import MUTATED_SUFFIX
+from compstack.core import ir as cir
+from compstack.core.errors import UserError
+from compstack.frontends.native import MUTATED_SUFFIX
 
 if TYPE_CHECKING:
     import torch
@@ -77,7 +77,7 @@ def import_torch(
         opset: minimum ai.onnx opset of the result (default 20).
 
     Returns:
-        A :class:`compstack.ir.SourceModel` with ``origin="torch"``, ``native`` set to
+        A :class:`compstack.core.ir.SourceModel` with ``origin="torch"``, ``native`` set to
         ``program``, and ``example_inputs`` as numpy arrays keyed by the ONNX input
         names (same dtypes and shapes as the tensors; bfloat16 becomes
         ``ml_dtypes.bfloat16``).
@@ -344,7 +344,7 @@ def quiet() -> Iterator[io.StringIO]:
 def add_source_locations(model: ir.Model) -> int:
     """Record the model-code location of each node as ``compstack.source``.
 
-    The value has the form :func:`compstack.ir.source_of` prints (``file:line`` then
+    The value has the form :func:`compstack.core.ir.source_of` prints (``file:line`` then
     the ``namespace``), but the frame is the innermost one outside torch and the
     standard library. Nodes without a stack trace, or whose whole trace is inside
     torch, are left alone.

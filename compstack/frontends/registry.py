@@ -71,7 +71,7 @@ def _version(dist: str) -> str | None:
 
 def frontend_rows() -> list[FrontendRow]:
     """Every frontend, in a fixed order: onnx, torch, jax, tf, paddle, mindspore."""
-    from compstack.errors import UserError
+    from compstack.core.errors import UserError
     from compstack.frontends.from_framework import FRAMEWORKS, probe, python_for
 
     rows = []

@@ -3,7 +3,7 @@
 TensorRT cannot be installed here (its PyPI packages fetch the real wheel from NVIDIA's
 server), so its users bring ``trtexec --exportProfile=P.json --exportLayerInfo=L.json``
 (with ``--profilingVerbosity=detailed``) from a GPU machine. :func:`tensorrt_row` maps
-those files onto the model with :func:`compstack.trtprofile.map_profile` and returns the
+those files onto the model with :func:`compstack.targets.trt.profile.map_profile` and returns the
 same row type as a live target (:class:`compstack.fusion.run.TargetKernels`), so
 TensorRT joins ``compstack fusion`` and ``compstack profile`` tables, ``--missed`` and
 ``--by-node``.
@@ -21,8 +21,8 @@ from pathlib import Path
 import onnx_ir as ir
 
 from compstack.fusion.run import TargetKernels
-from compstack.kernels import Kernel, KernelProfile, KernelTime, build_map
-from compstack.trtprofile import map_profile
+from compstack.analysis.kernels import Kernel, KernelProfile, KernelTime, build_map
+from compstack.targets.trt.profile import map_profile
 
 __all__ = ["TENSORRT_IMPORTED", "tensorrt_row"]
 
@@ -49,7 +49,7 @@ def tensorrt_row(model: ir.Model, profile: str | Path, layer_info: str | Path | 
 
     Args:
         model: the common IR of the model the engine was built from.
-        profile: ``--exportProfile`` JSON (per-layer ms; see :mod:`compstack.trtprofile`).
+        profile: ``--exportProfile`` JSON (per-layer ms; see :mod:`compstack.targets.trt.profile`).
         layer_info: ``--exportLayerInfo`` JSON, or None (names-only mapping).
 
     Returns:
@@ -58,7 +58,7 @@ def tensorrt_row(model: ir.Model, profile: str | Path, layer_info: str | Path | 
         has no median).
 
     Raises:
-        UserError: a missing or malformed file (see :func:`compstack.trtprofile.map_profile`).
+        UserError: a missing or malformed file (see :func:`compstack.targets.trt.profile.map_profile`).
     """
     report = map_profile(model, profile, layer_info)
     kernels, times, seen = [], [], set()

@@ -1,5 +1,5 @@
 """Parent side of ``compstack fusion`` / ``compstack profile``: one isolated worker job per
-target (:func:`compstack.runner.run_isolated`), as ``compstack compare`` does, so a stack
+target (:func:`compstack.run.runner.run_isolated`), as ``compstack compare`` does, so a stack
 that crashes costs its own row only.
 """
 
@@ -9,15 +9,15 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from compstack import ir as cir
-from compstack.config import Settings
-from compstack.inputs import input_sets, save_npz
-from compstack.jobs import Job, JobOutcome, pack_sets
-from compstack.kernels import KernelMap, KernelProfile
-from compstack.latency import LatencyConfig
-from compstack.runner import Limits, run_inline, run_isolated
+from compstack.core import ir as cir
+from compstack.core.config import Settings
+from compstack.core.inputs import input_sets, save_npz
+from compstack.run.jobs import Job, JobOutcome, pack_sets
+from compstack.analysis.kernels import KernelMap, KernelProfile
+from compstack.core.latency import LatencyConfig
+from compstack.run.runner import Limits, run_inline, run_isolated
 from compstack.ops._registry import origins_for
-from compstack.procs import run_tempdir
+from compstack.core.procs import run_tempdir
 
 __all__ = ["KernelsOptions", "TargetKernels", "collect"]
 
@@ -34,7 +34,7 @@ class KernelsOptions:
         seed: seed of generated inputs (the model's own example inputs win).
         target_options: ``{target: {option: value}}``.
         isolate: run jobs in worker processes (False: inline, for debugging).
-        threads: threads per stack (None: :func:`compstack.threads.default_threads`;
+        threads: threads per stack (None: :func:`compstack.core.threads.default_threads`;
             0: each stack's own default).
     """
 
@@ -109,7 +109,7 @@ def collect(source: cir.SourceModel, options: KernelsOptions, settings: Settings
     Raises:
         UserError: unwritable cache folder.
     """
-    from compstack.session import model_file
+    from compstack.run.session import model_file
 
     model_path = model_file(source, settings.cache_dir)
     work = run_tempdir("compstack-kernels-")
@@ -120,7 +120,7 @@ def collect(source: cir.SourceModel, options: KernelsOptions, settings: Settings
                           source.val_ranges, {})
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
-        from compstack.threads import default_threads
+        from compstack.core.threads import default_threads
 
         threads = default_threads() if options.threads is None else options.threads
         for name in options.targets:

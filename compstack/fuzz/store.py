@@ -36,7 +36,7 @@ class FuzzStore:
     """Writes and reads campaign rows; every write commits at once."""
 
     def __init__(self, path: Path, busy_timeout_s: float = 30.0) -> None:
-        from compstack.errors import UserError
+        from compstack.core.errors import UserError
 
         self.path = Path(path)
         try:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from compstack.errors import UnsupportedError
+from compstack.core.errors import UnsupportedError
 from compstack.ops._spec import CustomOp, TensorType
 
 __all__ = ["caller", "target_name"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from compstack.errors import UnsupportedError
+from compstack.core.errors import UnsupportedError
 from compstack.ops._spec import DTYPES, CustomOp, TensorType
 from compstack.ops.build import KernelLibrary, ensure_built
 
@@ -132,7 +132,7 @@ def run_kernel(op: CustomOp, *arrays: np.ndarray, **attrs: Any) -> list[np.ndarr
         OpDefinitionError: inputs the declaration or the shape rule rejects.
         KernelError: the kernel returned an error status.
     """
-    from compstack.inputs import contiguous
+    from compstack.core.inputs import contiguous
 
     arrays = tuple(contiguous(a) for a in arrays)
     types = [TensorType(tuple(a.shape), a.dtype.name) for a in arrays]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import onnx_ir as ir
 
+from compstack.core import ir as cir
 from compstack.ops._spec import CustomOp, OpDefinitionError
 
 __all__ = [
@@ -189,7 +190,7 @@ def _import_file(path: Path) -> None:
     import importlib.util
     import sys
 
-    from compstack.errors import UserError
+    from compstack.core.errors import UserError
 
     resolved = path.resolve()
     digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:8]
@@ -211,3 +212,6 @@ def _import_file(path: Path) -> None:
         raise UserError(f"{path}: import failed: {type(exc).__name__}: {exc}") from exc
     finally:
         sys.path.remove(str(resolved.parent))
+
+
+cir.add_domain_source(domains)

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from compstack.errors import CompstackError, UnavailableError
+from compstack.core.errors import CompstackError, UnavailableError
 
 __all__ = ["KernelBuildError", "KernelLibrary", "build_key", "ensure_built", "find_cmake", "source_root"]
 
@@ -152,7 +152,7 @@ def build_key(extra: Sequence[str], extra_cuda: Sequence[str], cuda: bool, cxx: 
 
 def _ops_cache(cache_dir: Path | None) -> Path:
     if cache_dir is None:
-        from compstack.config import settings
+        from compstack.core.config import settings
 
         cache_dir = settings().cache_dir
     return Path(cache_dir) / "ops"
@@ -174,8 +174,8 @@ def _products(lib: KernelLibrary) -> list[Path]:
 def _read(folder: Path, key: str) -> KernelLibrary | None:
     """The built library in ``folder`` when its record (``compstack-build.json``) is
     readable and every product file has the size and SHA-256 recorded at build time
-    (:func:`compstack.integrity.check_files`); else None (rebuilt)."""
-    from compstack.integrity import check_files
+    (:func:`compstack.core.integrity.check_files`); else None (rebuilt)."""
+    from compstack.core.integrity import check_files
 
     done = folder / "compstack-build.json"
     if not done.is_file():
@@ -208,7 +208,7 @@ def ensure_built(
         extra_sources: C++ kernel sources of user ops, compiled in beside ``csrc/cpu``.
         extra_cuda_sources: CUDA sources of user ops.
         cuda: also build the CUDA kernels (needs ``nvcc``).
-        cache_dir: compstack's cache folder (default: :func:`compstack.config.settings`).
+        cache_dir: compstack's cache folder (default: :func:`compstack.core.config.settings`).
         timeout: limit for configure and for build, seconds.
 
     Returns:
@@ -237,7 +237,7 @@ def ensure_built(
 
 def _build(folder: Path, key: str, extra: Sequence[str], extra_cuda: Sequence[str], cuda: bool, cxx: str,
            inc: str, timeout: float) -> KernelLibrary:
-    from compstack import tools
+    from compstack.core import tools
 
     cmake = find_cmake()
     root = source_root()
@@ -268,7 +268,7 @@ def _build(folder: Path, key: str, extra: Sequence[str], extra_cuda: Sequence[st
                 raise KernelBuildError(f"building custom-op kernels failed (exit {done.returncode}; log {log}):\n"
                                        f"{tail}", log)
     lib = _collect(folder, key, inc, cuda)
-    from compstack.integrity import atomic_write, file_record
+    from compstack.core.integrity import atomic_write, file_record
 
     meta = {"cpu": str(lib.cpu), "iree": [str(p) for p in lib.iree_objects], "xla": str(lib.xla or ""),
             "cuda": str(lib.cuda or ""), "cmake": cmake, "cxx": cxx,

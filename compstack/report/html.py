@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compstack.errors import UserError
+from compstack.core.errors import UserError
 from compstack.report import svg
 
 __all__ = ["ConformanceData", "RunData", "load_run", "render", "sweep_line", "write_report"]
@@ -270,7 +270,7 @@ def sweep_line(db: Path) -> str:
     """``compstack report --sweep``: one line naming the newest stored sweep (no HTML
     page for sweeps yet: ``compstack sweep --last --matrix`` prints its matrix), or
     saying there is none."""
-    from compstack.results import ResultsDB
+    from compstack.core.results import ResultsDB
 
     store = ResultsDB(db) if Path(db).exists() else None
     try:

@@ -1,7 +1,7 @@
 """JUnit XML for CI systems (Jenkins, GitLab, GitHub test reporters): ``--junit FILE``.
 
 ``compare``: one ``<testsuite>`` per model, one ``<testcase>`` per target
-(``classname`` ``compstack.compare.<model>``, the model's name with every character but
+(``classname`` ``compstack.analysis.numerics.<model>``, the model's name with every character but
 letters, digits, ``_`` and ``-`` made ``_``; ``name`` the target; ``time`` this run's
 compile seconds, 0 for an artifact from the cache).
 ``conformance``: one ``<testsuite>`` per target, one ``<testcase>`` per ONNX node test
@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from compstack.errors import UserError
+from compstack.core.errors import UserError
 
 __all__ = ["compare_junit", "conformance_junit", "write_junit"]
 
@@ -78,14 +78,14 @@ def _timestamp(t: float) -> str:
 
 
 def compare_junit(report: Any) -> str:
-    """The JUnit XML of a :class:`compstack.results.Report`."""
+    """The JUnit XML of a :class:`compstack.core.results.Report`."""
     model = re.sub(r"[^\w\-]", "_", report.model.get("name", "") or "model")  # dots would split the classname
     cases = []
     total = 0.0
     for r in report.results:
         seconds = (r.compile_s or 0.0) if not r.cached else 0.0
         total += seconds
-        case = ET.Element("testcase", {"classname": f"compstack.compare.{model}", "name": r.target,
+        case = ET.Element("testcase", {"classname": f"compstack.analysis.numerics.{model}", "name": r.target,
                                        "time": f"{seconds:.3f}"})
         if r.status == "mismatch":
             _outcome(case, "failure", r.status, r.stage, r.error)
@@ -102,7 +102,7 @@ def compare_junit(report: Any) -> str:
     root = ET.Element("testsuites")
     props = {"run_id": report.run_id, "fingerprint": report.model.get("fingerprint", ""),
              "reference": report.reference.get("target", "")}
-    _suite(root, f"compstack.compare.{model}", cases, props, total, _timestamp(report.started))
+    _suite(root, f"compstack.analysis.numerics.{model}", cases, props, total, _timestamp(report.started))
     return _serialise(_document(list(root)))
 
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from compstack.errors import UserError
+from compstack.core.errors import UserError
 
 __all__ = ["E2E_TID", "KERNEL_TID", "trace_events", "write_trace"]
 

@@ -1,4 +1,4 @@
-"""The sweep: models x targets through the jobs of :mod:`compstack.session`, in two phases.
+"""The sweep: models x targets through the jobs of :mod:`compstack.run.session`, in two phases.
 
 Phase 1 runs every (model, target) job and each model's reference with latency off, as
 many at a time as the executor has slots. Phase 2 measures latency of each job that came
@@ -8,7 +8,7 @@ final: a row that is not ``ok`` after phase 1 at once, an ``ok`` row after its l
 (or at once with ``--no-latency``); rows still waiting for latency when the sweep is
 interrupted are written with ``latency_error`` saying so.
 
-The pieces are :func:`compstack.session.compare`'s (input sets, the stacks' model file,
+The pieces are :func:`compstack.run.session.compare`'s (input sets, the stacks' model file,
 reference choice, the comparison of outputs, the row); only the scheduling differs.
 """
 
@@ -23,16 +23,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from compstack import session as S
-from compstack.config import Settings
-from compstack.errors import UserError
-from compstack.inputs import save_npz
-from compstack.jobs import Job, JobOutcome, pack_sets
+from compstack.run import session as S
+from compstack.core.config import Settings
+from compstack.core.errors import UserError
+from compstack.core.inputs import save_npz
+from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.ops._registry import origins_for
-from compstack.passes.opstats import op_stats
-from compstack.procs import run_tempdir
-from compstack.results import Report, Result, ResultsDB
-from compstack.runner import Limits
+from compstack.analysis.opstats import op_stats
+from compstack.core.procs import run_tempdir
+from compstack.core.results import Report, Result, ResultsDB
+from compstack.run.runner import Limits
 
 __all__ = ["DETERMINISTIC", "Executor", "JobKey", "Sweep", "SweepOptions", "run_sweep"]
 
@@ -148,7 +148,7 @@ class _Runner:
         report = Report(model={"name": spec, "fingerprint": ""}, reference={})
         m = _Model(index, spec, report, work)
         try:
-            from compstack.sources import resolve_model
+            from compstack.frontends.sources import resolve_model
 
             source = resolve_model(spec, cache_dir=self.cfg.cache_dir, partial=True)
         except UserError as exc:

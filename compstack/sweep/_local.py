@@ -1,4 +1,4 @@
-"""The local executor: :func:`compstack.runner.run_isolated` on this machine, N at a time."""
+"""The local executor: :func:`compstack.run.runner.run_isolated` on this machine, N at a time."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from compstack.jobs import Job, JobOutcome
-from compstack.runner import Limits, run_isolated
+from compstack.run.jobs import Job, JobOutcome
+from compstack.run.runner import Limits, run_isolated
 
 __all__ = ["LocalExecutor"]
 
 
 class LocalExecutor:
-    """Each job in its own worker process (:func:`~compstack.runner.run_isolated`), at
+    """Each job in its own worker process (:func:`~compstack.run.runner.run_isolated`), at
     most ``jobs`` at a time; ``exclusive`` runs (latency) go one at a time.
 
     Args:

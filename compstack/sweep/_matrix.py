@@ -121,7 +121,7 @@ def summary_of_db(db: Any, sweep_id: str | None = None) -> dict[str, Any]:
     Raises:
         UserError: no sweep in the database, or none of that id.
     """
-    from compstack.errors import UserError
+    from compstack.core.errors import UserError
 
     sweeps = db.sweeps()
     pick = [s for s in sweeps if sweep_id is None or s["sweep_id"] == sweep_id]

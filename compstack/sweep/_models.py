@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from compstack.errors import UserError
+from compstack.core.errors import UserError
 
 __all__ = ["expand_models"]
 
@@ -34,7 +34,7 @@ def expand_models(specs: Iterable[str], base: Path | None = None) -> list[str]:
 
 
 def _expand_one(spec: str, base: Path | None, allow_list: bool) -> list[str]:
-    from compstack import zoo
+    from compstack.frontends import zoo
 
     if not spec:
         return []

@@ -4,9 +4,9 @@
 
 * **Isolation and limits.** A Ray task (``max_calls=1``: a fresh Ray worker process per
   task; ``max_retries=0``: a crash is recorded, never retried) calls
-  :func:`compstack.runner.run_isolated`, which starts ``python -P -m compstack.jobs`` under
+  :func:`compstack.run.runner.run_isolated`, which starts ``python -P -m compstack.run.jobs`` under
   the same wall-clock and memory limits as locally and returns the
-  :class:`~compstack.jobs.JobOutcome` as plain data. Ray's ``memory=`` only reserves for
+  :class:`~compstack.run.jobs.JobOutcome` as plain data. Ray's ``memory=`` only reserves for
   scheduling; the limit itself is the runner's. A segfault or hang kills the grandchild,
   not the Ray worker, so it costs one row. The Ray worker imports only compstack, never
   the user's code (which runs, if at all, in the ``-P`` worker, as locally).
@@ -43,9 +43,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from compstack.errors import UserError
-from compstack.jobs import Job, JobOutcome
-from compstack.runner import Limits
+from compstack.core.errors import UserError
+from compstack.run.jobs import Job, JobOutcome
+from compstack.run.runner import Limits
 
 __all__ = ["RAY_EXTRA_HINT", "RayExecutor"]
 
@@ -101,7 +101,7 @@ def ray_job_task(job_data: dict[str, Any], limits_data: dict[str, Any], sweep_id
     import socket
     import uuid
 
-    from compstack.runner import run_isolated
+    from compstack.run.runner import run_isolated
 
     root = Path(tempfile.gettempdir()) / f"compstack-ray-{sweep_id}"
     root.mkdir(parents=True, exist_ok=True)

@@ -14,8 +14,8 @@ import importlib
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from compstack.errors import UserError
-from compstack.target import Target
+from compstack.core.errors import UserError
+from compstack.targets.base import Target
 
 __all__ = ["TargetEntry", "names", "entries", "get", "resolve", "register", "ALIASES"]
 
@@ -26,7 +26,7 @@ class TargetEntry:
 
     Attributes:
         name: target name (``STACK-DEVICE``).
-        ref: ``"module:Class"`` of its :class:`~compstack.target.Target` subclass.
+        ref: ``"module:Class"`` of its :class:`~compstack.targets.base.Target` subclass.
         device: device kind (``cpu``, ``cuda``, ``vulkan``).
         default: part of ``compare``'s default set when available.
     """
@@ -38,28 +38,28 @@ class TargetEntry:
 
 
 _TABLE: tuple[TargetEntry, ...] = (
-    TargetEntry("reference", "compstack.targets.reference:ReferenceTarget", "cpu", default=False),
-    TargetEntry("ort-cpu", "compstack.targets.ort:OrtCpuTarget", "cpu"),
-    TargetEntry("ort-cuda", "compstack.targets.ort:OrtCudaTarget", "cuda"),
-    TargetEntry("tvm-llvm", "compstack.targets.relax:TvmLlvmTarget", "cpu"),
-    TargetEntry("iree-llvm-cpu", "compstack.targets.iree:IreeLlvmCpuTarget", "cpu"),
-    TargetEntry("iree-vulkan", "compstack.targets.iree:IreeVulkanTarget", "vulkan"),
-    TargetEntry("iree-cuda", "compstack.targets.iree:IreeCudaTarget", "cuda"),
-    TargetEntry("iree-rocm", "compstack.targets.iree:IreeRocmTarget", "rocm"),
-    TargetEntry("tvm-cuda", "compstack.targets.relax:TvmCudaTarget", "cuda"),
-    TargetEntry("tvm-vulkan", "compstack.targets.relax:TvmVulkanTarget", "vulkan"),
-    TargetEntry("tensorrt", "compstack.targets.trt:TensorRTTarget", "cuda"),
-    TargetEntry("cann", "compstack.targets.cann:CannTarget", "ascend", default=False),
-    TargetEntry("gcu", "compstack.targets.gcu:GcuTarget", "gcu", default=False),
-    TargetEntry("xla-cpu", "compstack.targets.xla:XlaCpuTarget", "cpu"),
-    TargetEntry("xla-cuda", "compstack.targets.xla:XlaCudaTarget", "cuda"),
-    TargetEntry("inductor-cpu", "compstack.targets.inductor:InductorCpuTarget", "cpu"),
-    TargetEntry("openvino-cpu", "compstack.targets.openvino:OpenVinoCpuTarget", "cpu"),
-    TargetEntry("inductor-cuda", "compstack.targets.inductor:InductorCudaTarget", "cuda"),
-    TargetEntry("torchscript-cpu", "compstack.targets.torchscript:TorchScriptCpuTarget", "cpu"),
-    TargetEntry("tf", "compstack.targets.framework:TfTarget", "cpu", default=False),
-    TargetEntry("paddle", "compstack.targets.framework:PaddleTarget", "cpu", default=False),
-    TargetEntry("mindspore", "compstack.targets.framework:MindSporeTarget", "cpu", default=False),
+    TargetEntry("reference", "compstack.targets.reference.target:ReferenceTarget", "cpu", default=False),
+    TargetEntry("ort-cpu", "compstack.targets.ort.target:OrtCpuTarget", "cpu"),
+    TargetEntry("ort-cuda", "compstack.targets.ort.target:OrtCudaTarget", "cuda"),
+    TargetEntry("tvm-llvm", "compstack.targets.relax.target:TvmLlvmTarget", "cpu"),
+    TargetEntry("iree-llvm-cpu", "compstack.targets.iree.target:IreeLlvmCpuTarget", "cpu"),
+    TargetEntry("iree-vulkan", "compstack.targets.iree.target:IreeVulkanTarget", "vulkan"),
+    TargetEntry("iree-cuda", "compstack.targets.iree.target:IreeCudaTarget", "cuda"),
+    TargetEntry("iree-rocm", "compstack.targets.iree.target:IreeRocmTarget", "rocm"),
+    TargetEntry("tvm-cuda", "compstack.targets.relax.target:TvmCudaTarget", "cuda"),
+    TargetEntry("tvm-vulkan", "compstack.targets.relax.target:TvmVulkanTarget", "vulkan"),
+    TargetEntry("tensorrt", "compstack.targets.trt.target:TensorRTTarget", "cuda"),
+    TargetEntry("cann", "compstack.targets.cann.target:CannTarget", "ascend", default=False),
+    TargetEntry("gcu", "compstack.targets.gcu.target:GcuTarget", "gcu", default=False),
+    TargetEntry("xla-cpu", "compstack.targets.xla.target:XlaCpuTarget", "cpu"),
+    TargetEntry("xla-cuda", "compstack.targets.xla.target:XlaCudaTarget", "cuda"),
+    TargetEntry("inductor-cpu", "compstack.targets.inductor.target:InductorCpuTarget", "cpu"),
+    TargetEntry("openvino-cpu", "compstack.targets.openvino.target:OpenVinoCpuTarget", "cpu"),
+    TargetEntry("inductor-cuda", "compstack.targets.inductor.target:InductorCudaTarget", "cuda"),
+    TargetEntry("torchscript-cpu", "compstack.targets.torchscript.target:TorchScriptCpuTarget", "cpu"),
+    TargetEntry("tf", "compstack.targets.framework.target:TfTarget", "cpu", default=False),
+    TargetEntry("paddle", "compstack.targets.framework.target:PaddleTarget", "cpu", default=False),
+    TargetEntry("mindspore", "compstack.targets.framework.target:MindSporeTarget", "cpu", default=False),
 )
 
 #: Short names for a device: an alias expands to every registered target of it.

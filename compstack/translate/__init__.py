@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from compstack.errors import UnsupportedError
+from compstack.core.errors import UnsupportedError
 
 __all__ = ["Converter", "NodeContext", "OpTable", "interpret", "op_key", "resize_source_coords", "slice_bounds",
            "static_initializer"]

@@ -63,7 +63,7 @@ def to_fx(model: ir.Model) -> Any:
     from torch import fx
     from torch.fx.proxy import GraphAppendingTracer
 
-    from compstack.ir import source_of
+    from compstack.core.ir import source_of
 
     graph = fx.Graph()
     tracer = GraphAppendingTracer(graph)

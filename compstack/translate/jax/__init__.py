@@ -78,7 +78,7 @@ def to_jax(model: ir.Model) -> JaxProgram:
 
     missing = TABLE.missing(model)
     if missing:
-        from compstack.errors import UnsupportedError
+        from compstack.core.errors import UnsupportedError
 
         raise UnsupportedError(f"jax: no converter for: {', '.join(missing)}", missing)
     statics: dict[str, np.ndarray] = {}

@@ -8,7 +8,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from compstack.errors import UnsupportedError
+from compstack.core.errors import UnsupportedError
 
 #: ``precision=`` of every dot/convolution (None: XLA's default for the platform, e.g. TF32
 #: matmuls on recent NVIDIA GPUs; ``jax.lax.Precision.HIGHEST`` keeps full float32).

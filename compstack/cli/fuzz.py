@@ -1,0 +1,137 @@
+"""The ``fuzz`` command: flags to a campaign, progress lines, the printed record.
+
+``-o DIR`` receives one bundle per unique finding (``DIR/NNNN``, written by
+:func:`compstack.explain.explain`) and ``DIR/campaign.json`` (the record, with the
+campaign's id in the results database), which ``--report DIR`` reads back.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from compstack.core.errors import UserError
+
+__all__ = ["fuzz_command", "report_command", "replay_command", "parse_dtypes"]
+
+
+def parse_dtypes(text: str | None) -> list[str]:
+    """``float16,int8`` -> names; unknown names are one error naming them."""
+    from compstack.fuzz.specs import ALL_DTYPES
+
+    if not text:
+        return list(ALL_DTYPES)
+    names = [d.strip() for d in text.split(",") if d.strip()]
+    bad = [d for d in names if d not in ALL_DTYPES]
+    if bad or not names:
+        raise UserError(f"--dtypes {text!r}: unknown {', '.join(bad) or 'empty list'}; "
+                        f"choose from {', '.join(ALL_DTYPES)}")
+    return names
+
+
+def fuzz_command(opts: Any, db: Path, update_known: bool = False, as_json: bool = False) -> int:
+    """Run the campaign, print progress and the record; exit status 0 (1 when a new,
+    not known, finding of kind other than undefined was made)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from compstack.fuzz.campaign import run_campaign
+    from compstack.fuzz.store import FuzzStore
+
+    con = Console(stderr=True, highlight=False)
+    store = FuzzStore(db)
+    try:
+        record = run_campaign(opts, None if as_json else (lambda s: con.print(escape(s))), store)
+    finally:
+        store.close()
+    record["db"] = str(db)
+    if opts.out_dir:
+        Path(opts.out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(opts.out_dir) / "campaign.json").write_text(json.dumps(record, indent=1, default=str))
+    if update_known:
+        _update_known(record)
+    if as_json:
+        print(json.dumps(record, indent=1, default=str))
+    else:
+        print_record(record)
+    return 1 if any(not f["known"] and f["label"] != "undefined" for f in record["findings"]) else 0
+
+
+def _update_known(record: dict[str, Any]) -> None:
+    from compstack.fuzz.signature import write_known
+
+    by: dict[str, list[tuple[str, str]]] = {}
+    for f in record["findings"]:
+        by.setdefault(f["target"], []).append((f["signature"], f["graph"][:120]))
+    for t, rows in by.items():
+        write_known(t, record["versions"].get(t, "unknown"), rows)
+
+
+def print_record(record: dict[str, Any]) -> None:
+    """The campaign as rich tables: outcomes per target and stage, findings."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    con = Console(highlight=False)
+    mins = max(record["seconds"] / 60, 1e-9)
+    con.print(f"campaign {record.get('campaign', '?')}: {record['graphs']} graphs in {record['seconds']:.0f} s "
+              f"= [bold]{record['graphs_per_min']:.1f} graphs/min[/] ({record['rejected']} generator rejects)")
+    t = Table(title="outcomes per target (key: verdict or status@stage)")
+    for col in ("target", "version", "outcomes", "seconds per stage"):
+        t.add_column(col)
+    for target, counts in record["outcomes"].items():
+        secs = record["stage_seconds"].get(target, {})
+        t.add_row(target, str(record["versions"].get(target, "-")),
+                  escape(", ".join(f"{k} {v}" for k, v in sorted(counts.items()))),
+                  ", ".join(f"{k} {v:.1f}" for k, v in secs.items()))
+    con.print(t)
+    own = record.get("own_seconds", {})
+    if own:
+        con.print("compstack's own time: " + ", ".join(f"{k} {v:.1f} s" for k, v in own.items())
+                  + f"; {record['graphs'] / mins:.1f} graphs/min overall")
+    ft = Table(title=f"{len(record['findings'])} unique finding(s)")
+    for col in ("#", "target", "stage", "kind", "label", "known", "repeats", "reduced graph", "attribution"):
+        ft.add_column(col)
+    for f in record["findings"]:
+        ft.add_row(f"{f['number']:04d}", f["target"], f["stage"], f["kind"], f["label"],
+                   "known" if f["known"] else "new", str(f["repeats"]), escape(f["graph"][:160]),
+                   escape((f["attribution"] or "")[:120]))
+    con.print(ft)
+
+
+def report_command(folder: str, db_override: Path | None) -> int:
+    """Print the campaign whose findings are in ``folder`` (from the results database)."""
+    from compstack.fuzz.store import FuzzStore
+
+    path = Path(folder) / "campaign.json"
+    if not path.is_file():
+        raise UserError(f"--report {folder}: no campaign.json (not a `compstack fuzz -o` folder)")
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--report {folder}: unreadable campaign.json ({exc})") from None
+    db = db_override or Path(record.get("db", ""))
+    if db.is_file() and record.get("campaign"):
+        store = FuzzStore(db)
+        try:
+            row = next((c for c in store.campaigns() if c["id"] == record["campaign"]), None)
+            if row is not None:
+                record.update(graphs=row["graphs"], rejected=row["rejected"], graphs_per_min=row["graphs_per_min"],
+                              outcomes=json.loads(row["outcomes"] or "{}"),
+                              stage_seconds=json.loads(row["stage_seconds"] or "{}"))
+                stored = store.findings(record["campaign"])
+                if stored:
+                    record["findings"] = stored
+        finally:
+            store.close()
+    print_record(record)
+    return 0
+
+
+def replay_command(folder: str, timeout_s: float, as_json: bool) -> int:
+    """Rerun a finding's bundle (``compstack explain --replay``): 0 reproduces, 1 not."""
+    from compstack.cli.explain import replay_command as explain_replay
+
+    return explain_replay(folder, as_json, timeout_s)

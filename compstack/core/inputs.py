@@ -1,0 +1,329 @@
+"""Model inputs: generated from a seed, or read from an ``.npz`` file.
+
+Generation follows Polygraphy's data loader (``polygraphy/comparator/data_loader.py``):
+floats uniform in ``[low, high)`` (default ``[0, 1)``), integers uniform in
+``[low, high)`` (default ``[0, 10)``), bools 0/1; per-input ranges with
+``--val-range NAME:LO,HI``. Dynamic dims need ``--input-shape NAME:1x3x224x224``.
+"""
+
+from __future__ import annotations
+
+import math
+import zipfile
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from compstack.core.errors import UserError
+from compstack.core.ir import ModelInput
+
+__all__ = [
+    "DEFAULT_FLOAT_RANGE",
+    "DEFAULT_INT_RANGE",
+    "parse_val_ranges",
+    "parse_shapes",
+    "generate",
+    "input_sets",
+    "load_npz",
+    "save_npz",
+]
+
+DEFAULT_FLOAT_RANGE = (0.0, 1.0)
+DEFAULT_INT_RANGE = (0, 10)
+
+
+def parse_val_ranges(specs: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """Parse ``["ids:0,1000", "x:-1,1"]`` (``NAME:LO,HI``; a bare ``LO,HI`` applies to all).
+
+    Raises:
+        UserError: malformed spec, a bound that is not finite, or LO >= HI, naming the
+            flag value. (Whether the range fits the input's dtype is checked in
+            :func:`generate`.)
+    """
+    out: dict[str, tuple[float, float]] = {}
+    for spec in specs:
+        name, sep, rng = spec.rpartition(":")
+        parts = rng.split(",")
+        try:
+            lo, hi = (float(p) for p in parts)
+        except ValueError:
+            raise UserError(f"--val-range {spec}: expected NAME:LO,HI (e.g. input_ids:0,1000)") from None
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise UserError(f"--val-range {spec}: LO and HI must be finite numbers")
+        if not lo < hi:
+            raise UserError(f"--val-range {spec}: LO must be below HI")
+        out[name if sep else ""] = (lo, hi)
+    return out
+
+
+#: Largest dimension ``--input-shape`` takes (numpy's own limit is 2**63 - 1 elements).
+MAX_DIM = 2**62
+
+
+def parse_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """Parse ``["x:1x3x224x224"]`` into concrete shapes for dynamic inputs.
+
+    Raises:
+        UserError: malformed spec.
+    """
+    out: dict[str, tuple[int, ...]] = {}
+    for spec in specs:
+        name, sep, dims = spec.rpartition(":")
+        try:
+            shape = tuple(int(d) for d in dims.lower().split("x")) if dims else ()
+        except ValueError:
+            shape = ()
+        if not sep or not name or not shape or any(d < 0 for d in shape):
+            raise UserError(f"--input-shape {spec}: expected NAME:D0xD1x... (e.g. x:1x3x224x224)")
+        if any(d > MAX_DIM for d in shape):
+            raise UserError(f"--input-shape {spec}: dimension {max(shape)} is too large (at most 2**62)")
+        out[name] = shape
+    return out
+
+
+def _concrete_shape(inp: ModelInput, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
+    if inp.name in shapes:
+        shape = shapes[inp.name]
+        if len(shape) != len(inp.shape) or any(
+            isinstance(d, int) and d != s for d, s in zip(inp.shape, shape)
+        ):
+            raise UserError(f"--input-shape {inp.name}: {shape} does not fit the model's {list(inp.shape)}")
+        return shape
+    if not inp.is_static:
+        raise UserError(
+            f"input '{inp.name}' has dynamic shape {list(inp.shape)}; give one with "
+            f"--input-shape {inp.name}:" + "x".join(str(d) if isinstance(d, int) else "<n>" for d in inp.shape)
+        )
+    return tuple(int(d) for d in inp.shape)  # type: ignore[arg-type]
+
+
+def generate(
+    model_inputs: Sequence[ModelInput],
+    seed: int = 0,
+    val_ranges: Mapping[str, tuple[float, float]] | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> dict[str, np.ndarray]:
+    """Random inputs, one array per model input, reproducible from ``seed``.
+
+    Args:
+        model_inputs: the model's inputs (:func:`compstack.core.ir.graph_inputs`).
+        seed: NumPy ``default_rng`` seed.
+        val_ranges: ``{name: (low, high)}``; key ``""`` applies to every input.
+        shapes: concrete shapes for inputs with dynamic dims.
+
+    Returns:
+        ``{name: array}`` with each input's own dtype and shape.
+
+    Raises:
+        UserError: a dynamic input without a shape, or a range that names no input.
+    """
+    val_ranges = dict(val_ranges or {})
+    shapes = shapes or {}
+    names = {i.name for i in model_inputs}
+    unknown = [n for n in list(val_ranges) + list(shapes) if n and n not in names]
+    if unknown:
+        raise UserError(f"--val-range/--input-shape name(s) {', '.join(unknown)} match no input "
+                        f"(inputs: {', '.join(sorted(names))})")
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for inp in model_inputs:
+        shape = _concrete_shape(inp, shapes)
+        dtype = np.dtype(inp.dtype)
+        if math.prod(shape) * dtype.itemsize > 2**62:
+            raise MemoryError(f"input '{inp.name}' of shape {list(shape)}")
+        lo, hi = val_ranges.get(inp.name, val_ranges.get("", (None, None)))  # type: ignore[misc]
+        if lo is not None:
+            _check_range(inp.name, dtype, lo, hi)
+        if dtype == np.dtype(object):
+            raise UserError(f"input '{inp.name}' is a string tensor; give its values with --inputs FILE.npz "
+                            "(numpy.savez of a str array)")
+        if dtype == np.bool_:
+            lo_i, hi_i = (0, 2) if lo is None else (int(lo), int(hi))
+            out[inp.name] = rng.integers(lo_i, hi_i, size=shape).astype(np.bool_)
+        elif np.issubdtype(dtype, np.integer):
+            lo_i, hi_i = DEFAULT_INT_RANGE if lo is None else (int(np.ceil(lo)), int(np.ceil(hi)))
+            out[inp.name] = rng.integers(lo_i, max(hi_i, lo_i + 1), size=shape).astype(dtype)
+        else:
+            lo_f, hi_f = DEFAULT_FLOAT_RANGE if lo is None else (lo, hi)
+            out[inp.name] = rng.uniform(lo_f, hi_f, size=shape).astype(dtype)
+    return out
+
+
+def _check_range(name: str, dtype: np.dtype, lo: float, hi: float) -> None:
+    """UserError when ``[lo, hi)`` does not fit ``dtype`` (or its width overflows)."""
+    if dtype.kind in "iub":
+        info = np.iinfo(np.int64) if dtype.kind == "b" else np.iinfo(dtype)
+        ok = max(info.min, -2**63) <= math.ceil(lo) and math.ceil(hi) <= min(info.max, 2**63 - 1)
+    elif dtype.kind == "f" or dtype.kind == "V":
+        top = float(np.finfo(dtype).max) if dtype.kind == "f" else 3.0e38
+        ok = -top <= lo and hi <= top and math.isfinite(hi - lo)
+    else:
+        return
+    if not ok:
+        raise UserError(f"--val-range {name}:{lo:g},{hi:g}: outside what input '{name}' ({dtype}) can hold")
+
+
+def input_sets(
+    model_inputs: Sequence[ModelInput],
+    count: int,
+    seed: int = 0,
+    first: Mapping[str, np.ndarray] | None = None,
+    val_ranges: Mapping[str, tuple[float, float]] | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> list[dict[str, np.ndarray]]:
+    """``count`` input sets for latency rotation; set 0 is ``first`` when given.
+
+    Set 0 is the one every target's outputs are compared on. Without ``first``, sets
+    ``1..count-1`` are generated from seeds ``seed+1...``. With ``first`` (the user's
+    ``--inputs`` or the model's own example inputs) the later sets stay within what the
+    user gave: an input with a known range (``val_ranges``: ``--val-range`` or the
+    model's own) is drawn from that range with the shape of set 0, every other input
+    keeps set 0's array, so an index or divisor input never leaves the values the user
+    chose (generated integers in ``[0, 10)`` would).
+    """
+    sets: list[dict[str, np.ndarray]] = []
+    if not first:
+        sets.append(generate(model_inputs, seed, val_ranges, shapes))
+        for k in range(1, count):
+            sets.append(generate(model_inputs, seed + k, val_ranges, shapes))
+        return sets
+    sets.append(dict(first))
+    ranges = dict(val_ranges or {})
+    drawn = [i for i in model_inputs if i.name in first and (i.name in ranges or "" in ranges)
+             and np.dtype(i.dtype) != np.dtype(object)]
+    fixed = {i.name: tuple(first[i.name].shape) for i in drawn}
+    own = {i.name: ranges.get(i.name, ranges.get("")) for i in drawn}
+    for k in range(1, count):
+        later = dict(first)
+        later.update(generate(drawn, seed + k, own, fixed) if drawn else {})
+        sets.append(later)
+    return sets
+
+
+def check_feeds(model_inputs: Sequence[ModelInput], feeds: Mapping[str, np.ndarray], source: str) -> None:
+    """Check that ``feeds`` has every input with the right dtype and a fitting shape.
+
+    Raises:
+        UserError: a missing input, a wrong dtype, or a wrong shape, naming ``source``.
+    """
+    for inp in model_inputs:
+        if inp.name not in feeds:
+            raise UserError(f"{source}: no array for input '{inp.name}' (has: {', '.join(sorted(feeds))})")
+        arr = feeds[inp.name]
+        if arr.dtype != np.dtype(inp.dtype):
+            raise UserError(f"{source}: input '{inp.name}' is {arr.dtype}, the model wants {np.dtype(inp.dtype)}")
+        if len(arr.shape) != len(inp.shape) or any(
+            isinstance(d, int) and d != s for d, s in zip(inp.shape, arr.shape)
+        ):
+            raise UserError(f"{source}: input '{inp.name}' has shape {list(arr.shape)}, "
+                            f"the model wants {list(inp.shape)}")
+
+
+def load_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """Read ``{name: array}`` from an ``.npz`` file.
+
+    Raises:
+        UserError: missing, empty, not a regular file (a FIFO, a device), unreadable,
+            or an array key naming an unknown dtype.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{p}: no such file")
+    if not p.is_file():
+        raise UserError(f"{p}: not a regular file (a folder, FIFO or device); give an .npz file")
+    if p.stat().st_size == 0:
+        raise UserError(f"{p}: empty file, not an .npz of arrays")
+    bad = (OSError, ValueError, EOFError, zipfile.BadZipFile)
+    try:
+        data = np.load(p, allow_pickle=False)
+    except bad as exc:
+        raise UserError(f"{p}: not a readable .npz file ({_first(exc)})") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise UserError(f"{p}: a single .npy array, not an .npz of arrays by input name (use numpy.savez)")
+    try:
+        with data:
+            # str arrays (dtype <U) stand for ONNX string tensors, which numpy holds as objects
+            return decode_arrays({k: (data[k].astype(object) if data[k].dtype.kind == "U" else data[k])
+                                  for k in data.files})
+    except UserError as exc:
+        raise UserError(f"{p}: {exc}") from None
+    except bad as exc:
+        raise UserError(f"{p}: not a readable .npz file ({_first(exc)})") from None
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+#: Key suffix of an ``ml_dtypes`` array (bfloat16, float8...) stored as its bits: ``.npz``
+#: files hold no such dtypes (they come back as raw ``V2`` voids).
+_BITS = "@bits:"
+
+
+def encode_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Arrays ready for ``np.savez``: ``ml_dtypes`` arrays as unsigned-int bit views
+    under ``"<name>@bits:<dtype>"`` (see :func:`decode_arrays`)."""
+    out = {}
+    for k, v in arrays.items():
+        v = np.asarray(v)
+        if v.dtype.kind == "V" and v.dtype.names is None and v.dtype.itemsize in (1, 2, 4):
+            out[f"{k}{_BITS}{v.dtype.name}"] = v.view(f"uint{8 * v.dtype.itemsize}")
+        else:
+            out[k] = v
+    return out
+
+
+def decode_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Inverse of :func:`encode_arrays` (``ml_dtypes`` restores the dtype).
+
+    Raises:
+        UserError: a key names an unknown dtype, or bits that do not fit it.
+    """
+    out = {}
+    for k, v in arrays.items():
+        name, sep, dtype = k.partition(_BITS)
+        if sep:
+            import ml_dtypes
+
+            target = getattr(ml_dtypes, dtype, None)
+            if not isinstance(target, type) or np.dtype(target).kind != "V":
+                raise UserError(f"array '{k}': unknown dtype '{dtype}' after '{_BITS}' (an ml_dtypes type, "
+                                "e.g. bfloat16)")
+            try:
+                out[name] = v.view(target)
+            except ValueError as exc:
+                raise UserError(f"array '{k}': its bits do not fit {dtype} ({_first(exc)})") from None
+        else:
+            out[k] = v
+    return out
+
+
+def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> Path:
+    """Write ``{name: array}`` to ``path`` (``.npz``, uncompressed).
+
+    Raises:
+        UserError: the folder cannot be written.
+    """
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with open(p, "wb") as f:
+            np.savez(f, **encode_arrays(arrays))
+    except OSError as exc:
+        raise UserError(f"{p}: cannot write: {exc.strerror or exc}") from None
+    return p
+
+
+def contiguous(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as a C-contiguous array of the same shape, copied only when it is not one.
+
+    Every target hands inputs to its runtime through this, never through
+    ``np.ascontiguousarray``, which returns at least one dimension: a 0-d (scalar) input
+    would reach the stack as shape ``[1]`` and fail there or run another signature.
+    """
+    return np.asarray(arr, order="C")
+
+
+__all__ += ["check_feeds", "contiguous"]

@@ -1,0 +1,605 @@
+"""Jobs: one (model, target) unit of work, as plain data, and the code that runs it.
+
+A :class:`Job` holds only paths, names and numbers, so it can be rebuilt in a worker
+process (``python -m compstack.worker JOB.json``) or shipped to a cluster task
+(Polygraphy's ``Comparator.run(use_subprocess=True)`` pattern). :func:`execute` runs the
+stages ``import → lower → compile → run → latency`` and turns a stack's exception
+into data (:class:`JobOutcome`); the ``compare`` stage happens in the parent, against
+the reference outputs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from compstack.core.errors import CompstackError, ToolError, ToolTimeoutError, UnavailableError, UnsupportedError, UserError
+
+__all__ = ["Job", "JobOutcome", "execute", "STAGES", "pack_sets", "unpack_sets"]
+
+#: Stages in order. A failed job names the stage it failed in.
+STAGES = ("import", "lower", "compile", "run", "latency", "compare")
+
+
+@dataclass
+class Job:
+    """One (model, target) job.
+
+    Attributes:
+        model_path: canonical ONNX file of the model (common IR).
+        fingerprint: :func:`compstack.core.ir.fingerprint` of it.
+        target: target name; ``target_ref`` its ``module:Class``.
+        options: the target's options as strings (``TargetOptions.from_strings``).
+        inputs_path: ``.npz`` of the input sets (see :func:`pack_sets`).
+        workdir: folder for this job's outputs, result and log.
+        cache_dir: artifact cache root, or None for ``--no-cache``.
+        latency: :class:`compstack.core.latency.LatencyConfig` fields, or None to skip timing.
+        artifact_dir: also save the artifact here (``compstack lower -o``).
+        stages_dir: write every stage's text here (``compstack lower -o``).
+        run: run the compiled model (False for ``lower``).
+        kind: ``compare`` (lower, compile, run, time), ``dump`` (stages and passes,
+            see :mod:`compstack.run.dump`), ``kernels`` or ``profile`` (kernel map and
+            per-kernel times, see :mod:`compstack.run.kernels_task`).
+        only_stages: with ``dump``, the stages to write (None: all).
+        passes: with ``dump``, ``all`` or ``changed`` to also write per-pass dumps.
+        source: the model spec (``zoo:bert``, ``/abs/file.py:build``) from which a
+            worker rebuilds the framework program for a native path; empty for ONNX.
+        source_framework: ``torch``/``jax`` when the model came from a framework.
+        op_origins: where the model's user custom ops are declared (``module:NAME`` or
+            ``file:/abs.py``), taken in the parent from what the user loaded (their
+            ``file.py``, ``--load``), never from the model file: a model's metadata
+            cannot make a worker import anything.
+        canonical_path: the canonical common IR file when ``model_path`` is another form
+            (the user's model as written, or upgraded with ``--opset``): translated
+            XLA/Inductor paths fall back to it when their converters need it.
+        threads: threads every stack is asked for (``--threads``; 0: each stack's own
+            default); see :mod:`compstack.core.threads`.
+    """
+
+    model_path: str
+    fingerprint: str
+    target: str
+    target_ref: str
+    inputs_path: str
+    workdir: str
+    options: dict[str, str] = field(default_factory=dict)
+    cache_dir: str | None = None
+    latency: dict[str, Any] | None = None
+    artifact_dir: str | None = None
+    stages_dir: str | None = None
+    run: bool = True
+    kind: str = "compare"
+    only_stages: list[str] | None = None
+    passes: str = ""
+    source: str = ""
+    source_framework: str = ""
+    op_origins: list[str] = field(default_factory=list)
+    canonical_path: str = ""
+    threads: int = 0
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> "Job":
+        return cls(**json.loads(Path(path).read_text()))
+
+    @property
+    def outputs_path(self) -> Path:
+        return Path(self.workdir) / "outputs.npz"
+
+    @property
+    def result_path(self) -> Path:
+        return Path(self.workdir) / "result.json"
+
+    @property
+    def progress_path(self) -> Path:
+        return Path(self.workdir) / "progress"
+
+
+@dataclass
+class JobOutcome:
+    """What a worker reports (JSON in ``result.json``).
+
+    ``status`` is ``ok`` (ran; compared later), ``unsupported``, ``unavailable`` or
+    ``failed``; the runner adds ``crashed``, ``timeout`` and ``oom``; comparison adds
+    ``mismatch``.
+    """
+
+    target: str
+    status: str = "ok"
+    stage: str = ""
+    error: str = ""
+    log: str = ""
+    lower_s: float | None = None
+    compile_s: float | None = None
+    cached: bool = False
+    cache_note: str = ""
+    latency: dict[str, Any] | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    flags: dict[str, Any] = field(default_factory=dict)
+    unsupported_ops: list[str] = field(default_factory=list)
+    stages: list[str] = field(default_factory=list)
+    artifacts: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_COUNT_KEY = "__sets__"
+
+
+def pack_sets(sets: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Flatten input sets into npz keys ``"<k>::<name>"`` (plus the set count, so a
+    model without inputs still has its empty sets)."""
+    flat = {f"{k}::{name}": arr for k, s in enumerate(sets) for name, arr in s.items()}
+    flat[_COUNT_KEY] = np.asarray(len(sets))
+    return flat
+
+
+def unpack_sets(flat: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Inverse of :func:`pack_sets`."""
+    count = int(flat.get(_COUNT_KEY, 0))
+    sets: list[dict[str, np.ndarray]] = [{} for _ in range(count)]
+    for key, arr in flat.items():
+        if key == _COUNT_KEY:
+            continue
+        k, _, name = key.partition("::")
+        while len(sets) <= int(k):
+            sets.append({})
+        sets[int(k)][name] = arr
+    return sets
+
+
+def prepare_worker(cls: type) -> None:
+    """Process-wide set-up of a worker that runs only ``cls``: block ``import torch``
+    when the target does not need it and nothing imported it yet, so libraries that
+    import torch opportunistically (``try: import torch except ImportError``) skip it."""
+    if not getattr(cls, "needs_torch", True) and "torch" not in sys.modules:
+        sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` raise ImportError
+
+
+def load_target_class(ref: str) -> type:
+    module, _, cls = ref.partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    # TVM/IREE put the useful line last after a C++ backtrace; prefer an "Error" line.
+    pick = next((ln for ln in lines if "Error" in ln or "error:" in ln), lines[0] if lines else "")
+    return f"{type(exc).__name__}: {pick[:500]}"
+
+
+def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutcome:
+    """Run one job in this process. Stack exceptions become the outcome; compstack's
+    own bugs (exceptions outside a stage) propagate.
+    """
+    outcome = JobOutcome(target=job.target)
+
+    def stage(name: str) -> None:
+        outcome.stage = name
+        if progress:
+            progress(name)
+
+    try:
+        stage("import")
+        cls = load_target_class(job.target_ref)
+        threads = _apply_threads(cls, job.threads)
+        avail = cls.availability()
+        outcome.versions = dict(avail.versions)
+        if not avail.ok:
+            raise UnavailableError(avail.reason)
+        outcome.extra["runs_here"] = avail.runs
+        if not avail.runs:
+            outcome.extra["run_reason"] = avail.run_reason
+        target = cls(cls.Options.from_strings(job.options, owner=job.target))
+        target.threads = max(job.threads, 0)
+        target.cache_root = Path(job.cache_dir) if job.cache_dir else None
+        outcome.flags = target.flags()
+        import onnx_ir as ir
+
+        _verify_model_file(job)
+        model = ir.load(job.model_path)
+        if _external_bytes(model) <= 1.5 * 2**30:  # stacks that read the model from bytes need it inline
+            ir.external_data.load_to_model(model)
+        if job.op_origins:  # user custom ops the model uses, as the parent named them
+            from compstack.ops._registry import load_origins
+
+            load_origins(job.op_origins)
+        _attach_source(job, target, model)
+        outcome.flags = target.flags()
+        if getattr(target, "native_note", ""):
+            outcome.flags["native_note"] = target.native_note
+        outcome.flags["threads"] = threads
+        if threads.get("requested") and not threads.get("honoured"):
+            outcome.extra.setdefault("notes", []).append(
+                f"--threads {threads['requested']} not applied: {threads.get('note') or 'no knob'}")
+        if job.kind == "dump":
+            from compstack.run.dump import run_dump
+
+            run_dump(job, target, model, outcome, stage)
+        elif job.kind in ("kernels", "profile"):
+            from compstack.run.kernels_task import run_kernels_job
+
+            run_kernels_job(job, target, model, outcome, stage, avail)
+        else:
+            _run_compare_job(job, target, model, outcome, stage, avail)
+        outcome.stage = ""
+    except UnsupportedError as exc:
+        outcome.status, outcome.error, outcome.unsupported_ops = "unsupported", str(exc), exc.ops
+        _tool_context(exc, outcome)
+    except UnavailableError as exc:
+        outcome.status, outcome.error = "unavailable", str(exc)
+    except UserError:
+        raise
+    except ToolTimeoutError as exc:  # a compiler tool hung and was killed: the row times out
+        outcome.status, outcome.error, outcome.log = "timeout", str(exc), exc.stderr_tail
+        _tool_context(exc, outcome)
+    except CompstackError as exc:  # ToolError and friends: the stack failed
+        outcome.status, outcome.error = "failed", str(exc)
+        outcome.log = getattr(exc, "stderr_tail", "") or traceback.format_exc()
+        _tool_context(exc, outcome)
+    except Exception as exc:  # noqa: BLE001 - a stack's own exception is data here
+        outcome.status, outcome.error, outcome.log = "failed", _first_line(exc), traceback.format_exc()
+    return outcome
+
+
+def _verify_model_file(job: Job) -> None:
+    """The model file must still be the store entry the parent published
+    (:func:`compstack.run.session.model_file`: its manifest's sizes and hashes and the
+    job's fingerprint, :func:`compstack.core.integrity.check_manifest`), or nothing is run.
+
+    Raises:
+        CompstackError: the entry was altered after the parent checked it.
+    """
+    from compstack.core.integrity import check_manifest
+
+    folder = Path(job.model_path).parent
+    meta, problem = check_manifest(folder)
+    if meta is None or meta.get("fingerprint") != job.fingerprint:
+        raise CompstackError(f"model store entry {folder} failed verification "
+                             f"({problem or 'another fingerprint'}); not run")
+
+
+def _tool_context(exc: BaseException, outcome: JobOutcome) -> None:
+    """Put what reproduces and explains a stack's failure into ``outcome.extra``: the
+    failing tool's command line (``command``; its files stay only under
+    ``COMPSTACK_SAVE_TEMPS``, then ``temps`` names the folder) from the error or the
+    error it was raised from, and the error's ``hint``."""
+    from compstack.core.tools import format_command
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ToolError):
+            outcome.extra["command"] = format_command(seen.argv)
+            if seen.temps is not None:
+                outcome.extra["temps"] = str(seen.temps)
+            break
+        seen = seen.__cause__
+    hint = getattr(exc, "hint", "") or getattr(exc.__cause__, "hint", "")
+    if hint:
+        outcome.extra["hint"] = hint
+
+
+def _pending_stage(lowered: Any, done: Sequence[str], compiled: Any = None) -> str:
+    """The stage :func:`write_stages` was producing when it failed: the first not in ``done``."""
+    names = [*lowered.stage_names(), *(compiled.stages if compiled is not None else [])]
+    return next((n for n in names if n not in done), "")
+
+
+def _external_bytes(model: Any) -> int:
+    """Bytes of the main graph's initializers stored as external data."""
+    import onnx_ir as ir
+
+    return sum(v.const_value.nbytes for v in model.graph.initializers.values()
+               if isinstance(v.const_value, ir.ExternalTensor))
+
+
+def _apply_threads(cls: type, n: int) -> dict[str, Any]:
+    """The stack's thread knob for ``n`` threads (see :meth:`compstack.targets.base.Target.apply_threads`),
+    as the row's ``flags["threads"]``; ``n == 0`` leaves every stack at its own default."""
+    if n <= 0:
+        return {"requested": None, "knob": "the stack's own default (no --threads)"}
+    try:
+        info = dict(cls.apply_threads(n))
+    except ImportError as exc:  # the stack is missing: availability() says so next
+        info = {"knob": "none", "honoured": False, "note": f"not applied: {exc}"}
+    return {"requested": n, **info}
+
+
+def record_thread_use(outcome: JobOutcome, latency: dict[str, Any] | None) -> None:
+    """Put the threads observed during the timed loop beside the requested ones in
+    ``outcome.flags["threads"]`` (``observed_busy``, ``cpu_per_wall``...), and a note when
+    they do not fit the request: more busy threads than asked for (for a stack whose
+    knob says ``caller_waits``, not counting the thread that submits and waits), or
+    more CPU per wall second than the threads could use."""
+    use = (latency or {}).get("threads")
+    info = outcome.flags.setdefault("threads", {"requested": None})
+    if not use:
+        info["observed_busy"] = None
+        return
+    info.update(observed_busy=use["busy"], busy_besides_caller=use["busy_besides_caller"],
+                cpu_per_wall=round(use["cpu_per_wall"], 3), caller_cpu_per_wall=round(use["caller_cpu_per_wall"], 3),
+                alive=use["alive"])
+    n = info.get("requested")
+    if not n:
+        return
+    waits = bool(info.get("caller_waits"))
+    busy = use["busy_besides_caller"] if waits else use["busy"]
+    if hasattr(os, "sched_getaffinity"):
+        info["cpus_allowed"] = len(os.sched_getaffinity(0))
+    # clock-tick granularity (10 ms) over a >= 0.5 s loop: allow 10 % + 0.05 CPU
+    cpu_ok = use["cpu_per_wall"] <= (n + waits) * 1.1 + 0.05
+    if info.get("bound") == "cpus":  # the knob caps CPUs (affinity), not threads: XLA
+        busy = min(busy, info.get("cpus_allowed", busy))
+        fits = cpu_ok and info.get("cpus_allowed", n) <= n
+    else:
+        fits = busy <= n and cpu_ok
+    info["consistent"] = fits
+    if not fits:
+        outcome.extra.setdefault("notes", []).append(
+            f"asked for {n} thread(s) but {busy} computed during the timed loop ({use['cpu_per_wall']:.2f} CPU s "
+            f"per wall s): the stack did not obey {info.get('knob')}")
+    elif waits and use["caller_cpu_per_wall"] >= 0.05:
+        outcome.extra.setdefault("notes", []).append(
+            f"besides its {n} worker thread(s), the calling thread used {use['caller_cpu_per_wall']:.2f} CPU s per "
+            "wall s submitting and waiting")
+
+
+def _attach_source(job: Job, target: Any, model: Any) -> None:
+    """Give the target the example inputs (input set 0), when it compiles the source's
+    framework natively the rebuilt framework program, and, when the job's model is not
+    the canonical form, a translated path the canonical form its converters may need."""
+    sets = _load_sets(job.inputs_path)
+    target.example_inputs = sets[0] if sets and sets[0] else None
+    if hasattr(target, "source_framework"):  # the framework targets name it when they refuse a model
+        target.source_framework = job.source_framework
+    _attach_native(job, target, model)
+    if job.canonical_path and hasattr(target, "use_canonical_if_needed"):
+        from compstack.core.integrity import check_manifest
+
+        meta, problem = check_manifest(Path(job.canonical_path).parent)
+        if meta is None:
+            raise CompstackError(f"model store entry {Path(job.canonical_path).parent} failed verification "
+                                 f"({problem}); not run")
+        target.use_canonical_if_needed(model, job.canonical_path)
+
+
+def _attach_native(job: Job, target: Any, model: Any) -> None:
+    """Set ``target.native`` to the rebuilt framework program when the target compiles
+    the source's framework natively (and the rebuild is the imported program)."""
+    wanted = getattr(target, "native_framework", "")
+    if not wanted or not job.source or job.source_framework != wanted:
+        return
+    if getattr(target.options, "path", "auto") == "translated":
+        return
+    from compstack.frontends.native import align_torch_weights
+    from compstack.frontends.sources import jax_rebuild_differs, load_native
+
+    names = [v.name for v in model.graph.inputs if not v.is_initializer()]
+    if "torch" in sys.modules and sys.modules["torch"] is None:
+        del sys.modules["torch"]  # prepare_worker's block: the user's file may import torch itself
+    native = load_native(job.source, names)
+    if native is None:
+        return
+    # build() ran again here: make sure the program is the one that was imported.
+    if native.framework == "torch":
+        replaced = align_torch_weights(native, model)
+        if replaced:
+            target.native_note = (f"the rebuilt module's weights differed from the imported model's in {replaced} "
+                                  "tensor(s) (build() is not seeded); they were loaded from the model")
+    elif native.framework == "jax" and target.example_inputs is not None and \
+            jax_rebuild_differs(job.source, native, [target.example_inputs[n] for n in names]):
+        target.native_note = ("build() gives a different JAX program each time (unseeded weights?), so the native "
+                              "program cannot match the imported model: the translated path ran instead")
+        return
+    target.native = native
+
+
+def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Callable[[str], None],
+                     avail: Any) -> None:
+    """lower → compile (or the cached artifact) → run → latency; ``lower -o`` writes
+    stages and the artifact instead of running."""
+    from compstack.core.store import ArtifactCache, cache_key
+    from compstack.core.latency import LatencyConfig, measure
+
+    inputs = _load_sets(job.inputs_path)
+    _check_dtypes(target, inputs[0] if inputs else {})
+    if job.stages_dir:
+        target.record_stages = True
+    cacheable = job.cache_dir and target.cacheable and target.native is None
+    cache = ArtifactCache(Path(job.cache_dir) / "artifacts") if cacheable else None
+    key = cache_key(job.fingerprint, job.target, target.options.to_dict(), outcome.versions)
+    compiled = None
+    if cache is not None and job.stages_dir is None:
+        compiled = _from_cache(cache, target, key, model, outcome)
+    if compiled is None:
+        stage("lower")
+        lowered = target.lower(model)
+        outcome.lower_s = lowered.lower_s
+        if job.stages_dir:
+            _write_all(lowered, Path(job.stages_dir), outcome)
+        stage("compile")
+        try:
+            compiled = lowered.compile()
+        except Exception:
+            outcome.extra["failed_stage"] = "compile"
+            raise
+        outcome.compile_s = compiled.compile_s
+        _record_tuning(outcome, compiled)
+        if job.stages_dir:
+            _write_all(lowered, Path(job.stages_dir), outcome, compiled)
+        if cache is not None:
+            _to_cache(cache, target, key, compiled, job, outcome)
+    if job.artifact_dir:
+        outcome.artifacts = [str(p) for p in compiled.save(Path(job.artifact_dir))]
+    if getattr(compiled, "run_command", None):
+        outcome.extra["run_command"] = compiled.run_command
+    if not job.run:
+        return
+    stage("run")
+    if not avail.runs:
+        raise UnavailableError(f"compiled; cannot run here: {avail.run_reason}")
+    outputs = compiled.run(inputs[0])
+    from compstack.core.inputs import encode_arrays
+
+    np.savez(job.outputs_path, **encode_arrays(outputs))
+    if job.latency is not None and not getattr(target, "measures_latency", True):
+        outcome.extra.setdefault("notes", []).append(
+            "no latency: each run starts the framework's own process (seconds of import, not the model's time)")
+    elif job.latency is not None:
+        stage("latency")
+        try:
+            calls = [compiled.prepare(s) for s in inputs]
+            outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()
+            record_thread_use(outcome, outcome.latency)
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the stack failed while timing: the outputs above still count
+            outcome.extra["latency_error"] = _first_line(exc)
+            outcome.log = traceback.format_exc()
+
+
+def _record_tuning(outcome: JobOutcome, compiled: Any) -> None:
+    """Auto-tuning done inside the compile (``Compiled.tuning``): its time apart from
+    the compile time, in ``flags["tuning"]``."""
+    tuning = getattr(compiled, "tuning", None)
+    if tuning:
+        outcome.flags["tuning"] = {**outcome.flags.get("tuning", {}), **tuning, "tune_s": compiled.tune_s}
+        if "records" in tuning:  # tuning that produced no records applied nothing
+            outcome.flags["tuned"] = tuning["records"] > 0
+
+
+def _check_dtypes(target: Any, arrays: dict[str, np.ndarray]) -> None:
+    """An input dtype the target does not take (``Target.supported_dtypes``) makes the
+    row ``unsupported``, naming the input, rather than a crash inside the stack."""
+    for name, arr in arrays.items():
+        dtype = "object" if arr.dtype == object else arr.dtype.name
+        if dtype not in target.supported_dtypes:
+            raise UnsupportedError(f"{target.name}: input '{name}' is {dtype}, which this target does not take")
+
+
+def _load_sets(path: str) -> list[dict[str, np.ndarray]]:
+    # compstack wrote this file itself (string inputs are object arrays, hence pickle)
+    from compstack.core.inputs import decode_arrays
+
+    with np.load(path, allow_pickle=True) as data:
+        return unpack_sets(decode_arrays({k: data[k] for k in data.files}))
+
+
+def _from_cache(cache: Any, target: Any, key: str, model: Any, outcome: JobOutcome) -> Any:
+    entry, note = cache.lookup(target.name, key)
+    outcome.cache_note = note
+    if entry is None:
+        return None
+    try:
+        compiled = target.load_compiled(entry.folder, model)
+    except Exception as exc:  # noqa: BLE001 - an unloadable entry is rebuilt
+        cache.evict(target.name, key)
+        outcome.cache_note = f"cache entry {entry.folder} did not load ({_first_line(exc)}); rebuilt"
+        return None
+    outcome.cached = True
+    outcome.compile_s = entry.meta.get("compile_s")
+    outcome.lower_s = entry.meta.get("lower_s")
+    if entry.meta.get("tuning"):
+        outcome.flags["tuning"] = {**entry.meta["tuning"], "from_cache": True}
+    return compiled
+
+
+def _to_cache(cache: Any, target: Any, key: str, compiled: Any, job: Job, outcome: JobOutcome) -> None:
+    """Publish the artifact; a store that cannot be written (full disk, read-only
+    folder) is a note on the row, never its status: the compile itself succeeded."""
+    try:
+        staging = cache.staging(target.name)
+    except OSError as exc:
+        outcome.cache_note = f"artifact not cached: {exc.strerror or exc}"
+        return
+    try:
+        files = compiled.save(staging)
+        cache.publish(staging, target.name, key, files,
+                      {"target": target.name, "fingerprint": job.fingerprint, "compile_s": compiled.compile_s,
+                       "flags": target.flags(),
+                       "tuning": {**getattr(compiled, "tuning", {}), "tune_s": compiled.tune_s}
+                       if getattr(compiled, "tuning", None) else None})
+    except OSError as exc:
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
+        outcome.cache_note = f"artifact not cached: {exc.strerror or exc}"
+
+
+def _write_all(lowered: Any, folder: Path, outcome: JobOutcome, compiled: Any = None) -> None:
+    """:func:`write_stages` into ``outcome.stages``; a stage whose text fails (IREE makes
+    each phase on demand) is named in ``outcome.extra["failed_stage"]``, and the stages
+    written before it stay listed."""
+    try:
+        write_stages(lowered, folder, outcome.stages, compiled)
+    except Exception:
+        outcome.extra["failed_stage"] = _pending_stage(lowered, outcome.stages, compiled)
+        raise
+
+
+def write_stages(lowered: Any, folder: Path, done: list[str], compiled: Any = None,
+                 only: Sequence[str] | None = None) -> list[str]:
+    """Write every stage not in ``done`` (and in ``only`` when given) as
+    ``NN-<stage><suffix>`` (NN = the stage's position); returns all names written.
+
+    ``done`` is extended in place as each file is written, so it names every stage
+    reached even when a later stage's text raises.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    names = done
+    owners = [(lowered, lowered.stage_names())]
+    if compiled is not None:
+        owners.append((compiled, list(compiled.stages)))
+    order = list(dict.fromkeys([*lowered.target.stage_names, *lowered.stage_names(),
+                                *(compiled.stages if compiled is not None else [])]))
+    for owner, stage_names in owners:
+        for name in stage_names:
+            if name in names or (only is not None and name not in only):
+                continue
+            text = owner.as_text(name)
+            suffix = lowered.target.stage_suffix.get(name, ".txt")
+            (folder / f"{order.index(name):02d}-{name}{suffix}").write_text(text)
+            names.append(name)
+    return names
+
+
+def outcome_to_json(outcome: JobOutcome) -> str:
+    return json.dumps(asdict(outcome), default=str)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker entry point: ``python -m compstack.run.jobs JOB.json``."""
+    args = sys.argv[1:] if argv is None else argv
+    job = Job.load(Path(args[0]))
+    try:
+        prepare_worker(load_target_class(job.target_ref))
+    except (ImportError, AttributeError, ValueError):
+        pass  # execute() reports a target that does not load
+
+    def progress(name: str) -> None:
+        with open(job.progress_path, "a") as f:
+            f.write(f"{time.time():.3f} {name}\n")
+
+    try:
+        outcome = execute(job, progress)
+    except UserError as exc:
+        outcome = JobOutcome(target=job.target, status="failed", stage="import", error=str(exc))
+    from compstack.core.integrity import atomic_write
+
+    atomic_write(job.result_path, outcome_to_json(outcome))  # a torn result.json is never seen
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,474 @@
+"""The comparison: one model, a reference, several targets, each job isolated.
+
+:func:`compare` writes the model once (canonical ONNX under the cache folder), makes
+the input sets, runs the reference, then each target in its own worker process
+(:mod:`compstack.run.runner`), compares outputs (:mod:`compstack.analysis.numerics`) and writes each
+result to the database as soon as it is known. A stack that crashes, hangs or runs out
+of memory costs its own row only.
+
+Reference choice: the ``reference`` target (``onnx.reference`` in float64) when the
+model is small enough (at most :data:`FLOAT64_MAX_FLOPS` FLOPs and
+:data:`FLOAT64_MAX_PARAMS` parameters), else ``ort-cpu`` in float32; the report names
+which one was used, and falls back to ``ort-cpu`` when the float64 evaluator fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from compstack.core import ir as cir
+from compstack import targets as registry
+from compstack.analysis.numerics import compare_outputs
+from compstack.core.config import Settings
+from compstack.core.errors import UserError
+from compstack.core.integrity import check_manifest, write_manifest
+from compstack.core.inputs import check_feeds, input_sets, save_npz
+from compstack.run.jobs import Job, JobOutcome, pack_sets
+from compstack.core.latency import LatencyConfig
+from compstack.analysis.opstats import op_stats
+from compstack.core.results import Report, Result, ResultsDB
+from compstack.run.runner import Limits, run_inline, run_isolated
+from compstack.ops._registry import origins_for
+from compstack.core.procs import run_tempdir
+
+__all__ = ["CompareOptions", "StackModel", "compare", "model_file", "stack_model_file", "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
+
+#: Largest model (FLOPs of MatMul/Gemm/Conv) the float64 reference evaluator is used for.
+FLOAT64_MAX_FLOPS = 20e9
+#: Largest model (parameters) the float64 reference evaluator is used for.
+FLOAT64_MAX_PARAMS = 200e6
+
+
+@dataclass
+class CompareOptions:
+    """Everything a comparison needs besides the model.
+
+    Attributes:
+        targets: target names (already resolved, see :func:`compstack.targets.resolve`).
+        seed: seed of generated inputs.
+        inputs: user-given arrays for input set 0 (``--inputs FILE.npz``), or None.
+        val_ranges: ``--val-range`` per input.
+        shapes: ``--input-shape`` per input.
+        rtol, atol: tolerance overrides (None = per-dtype defaults).
+        latency: the latency protocol, or None to skip timing.
+        limits: per-job time and memory limits.
+        cache: use the artifact cache.
+        reference: ``auto``, ``reference`` (float64) or a target name.
+        target_options: ``{target: {option: value}}`` from ``--option``.
+        isolate: run jobs in worker processes (default); False runs them inline.
+        opset: upgrade the model the stacks get to this ai.onnx opset (``--opset``);
+            None gives them the model as written (see :func:`stack_model_file`).
+        threads: threads every stack is asked for (None: :func:`compstack.core.threads.default_threads`,
+            the physical cores; 0: each stack's own default); see :mod:`compstack.core.threads`.
+    """
+
+    targets: list[str]
+    seed: int = 0
+    inputs: Mapping[str, np.ndarray] | None = None
+    val_ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    rtol: float | None = None
+    atol: float | None = None
+    latency: LatencyConfig | None = field(default_factory=LatencyConfig)
+    limits: Limits = field(default_factory=Limits)
+    cache: bool = True
+    reference: str = "auto"
+    target_options: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    isolate: bool = True
+    opset: int | None = None
+    threads: int | None = None
+
+
+def model_file(source: cir.SourceModel, cache_dir: Path) -> Path:
+    """The canonical ONNX file of ``source``: ``<cache_dir>/models/<fingerprint>/model.onnx``
+    (see :func:`_store_model`).
+
+    Raises:
+        UserError: the cache folder cannot be written.
+    """
+    return _store_model(source.model, source.fingerprint, cache_dir)
+
+
+@dataclass(frozen=True)
+class StackModel:
+    """The model file the stacks receive, and which form it is.
+
+    Attributes:
+        path: the ONNX file.
+        fingerprint: :func:`compstack.core.ir.fingerprint` of it (the artifact-cache key).
+        form: ``as-written`` (the user's ONNX model unchanged), ``canonical`` (a graph
+            compstack's frontend made: torch, JAX, zoo) or ``opset N`` (upgraded on
+            request, ``--opset N``).
+        opset: its ai.onnx opset.
+    """
+
+    path: Path
+    fingerprint: str
+    form: str
+    opset: int
+
+    def flags(self) -> dict[str, Any]:
+        """The row flags naming the form (``model_form``, ``model_opset``)."""
+        return {"model_form": self.form, "model_opset": self.opset}
+
+
+def stack_model_file(source: cir.SourceModel, cache_dir: Path, opset: int | None = None) -> StackModel:
+    """The model every stack gets, written once under ``<cache_dir>/models/``.
+
+    By default that is the model as the user wrote it (:attr:`SourceModel.as_written`:
+    its opset, node names and structure), or the canonical form when a frontend made
+    the graph; the canonical form (:func:`model_file`) serves compstack's own analysis
+    and the translated XLA/Inductor paths. ``opset`` upgrades the stacks' model to that
+    ai.onnx opset with the ONNX version converter (``--opset N``); nothing else changes.
+
+    Raises:
+        UserError: ``opset`` is below the model's own (only upgrades are offered), the
+            version converter rejects the model, or the folder is not writable.
+    """
+    base = source.as_written if source.as_written is not None else source.model
+    form = "as-written" if source.as_written is not None else "canonical"
+    if base is source.model and opset is None:
+        return StackModel(model_file(source, cache_dir), source.fingerprint, form, _opset_of(base))
+    model = base
+    if opset is not None:
+        have = _opset_of(base)
+        if opset < have:
+            raise UserError(f"--opset {opset}: the model has opset {have}; --opset only upgrades")
+        if opset > have:
+            model = cir.as_written(cir.upgrade_opset(cir.to_proto(base), opset, source.name))
+            form = f"opset {opset}"
+    fp = cir.fingerprint(model)
+    return StackModel(_store_model(model, fp, cache_dir, ".stacks"), fp, form, _opset_of(model))
+
+
+def _opset_of(model: Any) -> int:
+    return int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0)))
+
+
+def _store_model(model: Any, fp: str, cache_dir: Path, kind: str = "") -> Path:
+    """The store entry of ``model`` (fingerprint ``fp``): ``<cache_dir>/models/<fp><kind>/model.onnx``.
+
+    The entry is a folder published atomically with a manifest (size and SHA-256 of
+    each file, and the fingerprint, :mod:`compstack.core.integrity`); an existing entry is
+    verified before it is used, and a bad one (truncated, altered, malformed
+    ``meta.json``, another model's fingerprint) is replaced. Workers check the same
+    manifest before they load the file (:func:`compstack.run.jobs._verify_model_file`).
+
+    Raises:
+        UserError: the cache folder is not writable.
+    """
+    folder = cache_dir / "models" / f"{fp}{kind}"
+    if folder.exists():
+        meta, _ = check_manifest(folder)
+        if meta is not None and meta.get("fingerprint") == fp:
+            return folder / "model.onnx"
+        shutil.rmtree(folder, ignore_errors=True)
+    staging: Path | None = None
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+        cir.save(model, staging / "model.onnx", external_data=cir.prefers_external_data(model) or None,
+                 data_name="model.onnx.data")  # large weights streamed, not copied in memory
+        write_manifest(staging, sorted(staging.iterdir()), {"fingerprint": fp})
+        try:
+            os.rename(staging, folder)
+        except OSError:
+            if check_manifest(folder)[0] is None:  # not a concurrent writer's good entry
+                raise
+    except (OSError, UserError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UserError(f"cache folder {cache_dir}: not writable ({why}); set --cache-dir or "
+                        "COMPSTACK_CACHE_DIR") from None
+    finally:
+        if staging is not None and staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return folder / "model.onnx"
+
+
+#: The reference of a JAX source whose common IR could not be built: its native program
+#: on XLA in float64 (``jax.enable_x64``, float inputs as float64).
+_JAX_X64_REFERENCE = ("xla-cpu", {"x64": "true", "path": "native"})
+
+
+def _hint_opset(result: Result, stack: StackModel) -> None:
+    """A row that did not run the user's older-opset model says how to try the upgraded one."""
+    if result.status in ("unsupported", "failed") and result.flags.get("model_form") == "as-written" \
+            and stack.opset < cir.DEFAULT_OPSET:
+        result.notes.append(f"the stack got the model as written (opset {stack.opset}); --opset "
+                            f"{cir.DEFAULT_OPSET} compares it upgraded by the ONNX version converter")
+
+
+def _pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str, str]]:
+    if source.import_error:
+        if choice not in ("auto", "reference", _JAX_X64_REFERENCE[0]):
+            raise UserError(f"--reference {choice}: {source.name} has no common IR ({source.import_error}); "
+                            f"only the float64 native JAX run ({_JAX_X64_REFERENCE[0]}) can be the reference")
+        return _JAX_X64_REFERENCE[0], dict(_JAX_X64_REFERENCE[1])
+    if choice == "reference":
+        return "reference", {"precision": "float64", "outputs": "float64"}
+    if choice != "auto":
+        return choice, {}
+    stats = op_stats(source.model)
+    if stats.flops <= FLOAT64_MAX_FLOPS and stats.params <= FLOAT64_MAX_PARAMS:
+        return "reference", {"precision": "float64", "outputs": "float64"}
+    return "ort-cpu", {}
+
+
+def _reference_info(source: cir.SourceModel, name: str, opts: Mapping[str, str]) -> dict[str, Any]:
+    """The report's ``reference``: the target, its precision, and for a source without a
+    common IR what ran instead of the ONNX reference."""
+    if source.import_error:
+        return {"target": name, "precision": "float64", "program": "native JAX program, jax x64 (no ONNX reference: "
+                                                                  "the common IR could not be built)"}
+    return {"target": name, **({"precision": opts["precision"]} if opts else {})}
+
+
+def _needs_common_ir(source: cir.SourceModel, name: str, opts: Mapping[str, str]) -> Result | None:
+    """The row of a target that needs the common IR when the source has none: ``unsupported``
+    at ``import`` with the converter's reason; None when the target runs the source natively."""
+    if not source.import_error:
+        return None
+    cls = registry.get(name)
+    if getattr(cls, "native_framework", "") == source.framework and opts.get("path", "auto") != "translated":
+        return None
+    return Result(target=name, status="unsupported", stage="import", error=source.import_error,
+                  notes=[f"{name} needs the common IR (ONNX), which could not be built; only a native "
+                         f"{source.framework} path runs this model"])
+
+
+def _ref_of(name: str) -> str:
+    return next(e.ref for e in registry.entries() if e.name == name)
+
+
+def compare(
+    source: cir.SourceModel,
+    options: CompareOptions,
+    settings: Settings,
+    on_start: Callable[[str], None] | None = None,
+    on_result: Callable[[Result], None] | None = None,
+    save_outputs: Path | None = None,
+    save_inputs: Path | None = None,
+) -> Report:
+    """Compare ``options.targets`` on ``source``.
+
+    Args:
+        source: the imported model.
+        options: see :class:`CompareOptions`.
+        settings: cache folder and database.
+        on_start: called with a target name before its job starts (progress display).
+        on_result: called with each :class:`~compstack.core.results.Result` as it is known.
+        save_inputs: write input set 0 (the compared one) to this ``.npz``.
+        save_outputs: write the reference's and every target's outputs to this ``.npz``
+            (keys ``<target>::<output>``).
+
+    Returns:
+        The :class:`~compstack.core.results.Report`; its rows are already in the database.
+
+    Raises:
+        UserError: bad inputs (wrong names, dtypes or shapes), unwritable database.
+    """
+    sets, origin = _make_input_sets(source, options)
+    if save_inputs is not None:
+        save_npz(save_inputs, sets[0])
+    stats = op_stats(source.model)
+    db = ResultsDB(settings.db, settings.db_busy_timeout_s)
+    work = run_tempdir("compstack-run-")
+    try:
+        folder = settings.cache_dir if options.cache else work
+        stack = stack_model_file(source, folder, options.opset)
+        canonical = model_file(source, folder)
+    except UserError:
+        db.close()
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    ref_name, ref_opts = _pick_reference(source, options.reference)
+    report = Report(
+        model={"name": source.name, "fingerprint": source.fingerprint, "nodes": stats.nodes,
+               "params": stats.params, "flops": stats.flops, "origin": source.origin,
+               "opset": source.model.opset_imports.get("", 0), "stack_form": stack.form,
+               "stack_opset": stack.opset, **({"import_error": source.import_error} if source.import_error else {})},
+        reference=_reference_info(source, ref_name, ref_opts),
+        inputs={"seed": options.seed, "sets": len(sets), "source": origin,
+                "arrays": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in sets[0].items()}},
+    )
+    expected = {v.name: v.dtype.numpy() for v in source.model.graph.outputs if v.dtype is not None}
+    saved: dict[str, np.ndarray] = {}
+    db.run_status(report, "running")
+    status = "failed"
+    try:
+        inputs_path = work / "inputs.npz"
+        save_npz(inputs_path, pack_sets(sets))
+        from compstack.core.threads import default_threads
+
+        common = dict(model_path=str(stack.path), fingerprint=stack.fingerprint, inputs_path=str(inputs_path),
+                      canonical_path=str(canonical) if canonical != stack.path else "",
+                      cache_dir=str(settings.cache_dir) if options.cache else None, source=source.spec,
+                      source_framework=source.framework, op_origins=origins_for(source.model),
+                      threads=default_threads() if options.threads is None else options.threads)
+
+        def run(name: str, opts: Mapping[str, str], latency: bool) -> JobOutcome:
+            job = Job(target=name, target_ref=_ref_of(name), workdir=str(work / name), options=dict(opts),
+                      latency=vars(options.latency) if latency and options.latency else None, **common)
+            outcome = run_isolated(job, options.limits) if options.isolate else run_inline(job)
+            _keep_numerics_of_latency_fault(outcome)
+            outcome.extra["outputs"] = _load_outputs(job) if outcome.status == "ok" else None
+            return outcome
+
+        ref_outputs, ref_note = _run_reference(run, ref_name, ref_opts, report, on_start)
+        if ref_outputs is not None:
+            key = report.reference["target"] + ("@x64" if source.import_error else "")  # not the xla-cpu row's key
+            saved.update({f"{key}::{k}": v for k, v in ref_outputs.items()})
+        for name in options.targets:
+            if on_start:
+                on_start(name)
+            opts = options.target_options.get(name, {})
+            result = _needs_common_ir(source, name, opts)
+            if result is None:
+                outcome = run(name, opts, latency=True)
+                result = _to_result(outcome, ref_outputs, expected, options, ref_note)
+                if result.flags.get("path") != "native":  # a native path compiles the program, not a model form
+                    result.flags = {**stack.flags(), **result.flags}  # a translated path may say it ran the canonical
+                    _hint_opset(result, stack)
+                outs = outcome.extra.get("outputs")
+                if outs:
+                    saved.update({f"{name}::{k}": v for k, v in outs.items()})
+            report.results.append(result)
+            db.add(report, result)
+            if on_result:
+                on_result(result)
+        status = "done"
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the CLI turns it into KeyboardInterrupt)
+        status = "interrupted"
+        raise
+    finally:
+        db.run_status(report, status)
+        db.close()
+        shutil.rmtree(work, ignore_errors=True)
+    if save_outputs is not None:
+        save_npz(save_outputs, saved)
+    report.arrays = saved
+    return report
+
+
+def _make_input_sets(source: cir.SourceModel, options: CompareOptions) -> tuple[list[dict[str, np.ndarray]], str]:
+    """Input sets and where set 0 came from (``file``, ``model`` or ``generated``).
+
+    ``--inputs`` wins; else the model's own example inputs, unless ``--val-range`` or
+    ``--input-shape`` was given, which asks for generated inputs (the model's own value
+    ranges still apply to the inputs the flags do not name).
+
+    Raises:
+        UserError: the arrays do not fit the model, a flag names no input, or the
+            requested inputs do not fit in memory.
+    """
+    model_inputs = cir.graph_inputs(source.model)
+    count = options.latency.input_sets if options.latency else 1
+    ranges = {**source.val_ranges, **options.val_ranges}
+    first, origin = None, "generated"
+    if options.inputs is not None:
+        if options.shapes:
+            raise UserError("--input-shape has no effect with --inputs (the arrays fix the shapes)")
+        check_feeds(model_inputs, options.inputs, "--inputs")
+        extra = sorted(set(options.inputs) - {i.name for i in model_inputs})
+        if extra:
+            raise UserError(f"--inputs: array(s) {', '.join(extra)} match no model input "
+                            f"(inputs: {', '.join(i.name for i in model_inputs)})")
+        first, origin = options.inputs, "file"
+    elif source.example_inputs and not options.val_ranges and not options.shapes:
+        first, origin = source.example_inputs, "model"
+    try:
+        return input_sets(model_inputs, count, options.seed, first, ranges, options.shapes), origin
+    except MemoryError:
+        raise UserError("the requested input shapes do not fit in memory; check --input-shape") from None
+
+
+#: Statuses the runner gives a worker it lost (killed or died) rather than one that reported.
+_LOST = ("crashed", "timeout", "oom")
+
+
+def _keep_numerics_of_latency_fault(outcome: JobOutcome) -> None:
+    """A worker lost while timing (crash, hang, memory) had already run and written its
+    outputs: the row keeps them, to be compared, and says how latency failed
+    (``extra["latency_error"]``); the status becomes the numerics verdict."""
+    if outcome.status in _LOST and outcome.stage == "latency":
+        outcome.extra["latency_error"] = f"{outcome.status}: {outcome.error}"
+        outcome.status, outcome.stage, outcome.error = "ok", "", ""
+
+
+def _load_outputs(job: Job) -> dict[str, np.ndarray] | None:
+    if not job.outputs_path.exists():
+        return None
+    from compstack.core.inputs import decode_arrays
+
+    with np.load(job.outputs_path, allow_pickle=False) as data:
+        return decode_arrays({k: data[k] for k in data.files})
+
+
+def _run_reference(run: Callable[..., JobOutcome], name: str, opts: Mapping[str, str], report: Report,
+                   on_start: Callable[[str], None] | None) -> tuple[dict[str, np.ndarray] | None, str]:
+    if on_start:
+        on_start(f"reference ({name})")
+    outcome = run(name, opts, latency=False)
+    if outcome.status == "ok":
+        return outcome.extra["outputs"], ""
+    note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
+    report.reference["error"] = note
+    if name != "ort-cpu" and not report.model.get("import_error"):  # ort-cpu needs the common IR
+        fallback = run("ort-cpu", {}, latency=False)
+        if fallback.status == "ok":
+            report.reference.update({"target": "ort-cpu", "fallback_from": name})
+            report.reference.pop("precision", None)
+            return fallback.extra["outputs"], note
+    return None, note
+
+
+def _to_result(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expected: Mapping[str, Any],
+               options: CompareOptions, ref_note: str) -> Result:
+    compile_s = None
+    if outcome.compile_s is not None:
+        compile_s = (outcome.lower_s or 0.0) + outcome.compile_s
+    notes = [n for n in (outcome.cache_note, *outcome.extra.get("notes", [])) if n]
+    result = Result(target=outcome.target, status=outcome.status, stage=outcome.stage, error=outcome.error,
+                    compile_s=compile_s, latency_ms=outcome.latency, versions=outcome.versions,
+                    flags=outcome.flags, cached=outcome.cached, unsupported_ops=outcome.unsupported_ops,
+                    notes=notes, log=outcome.log)
+    latency_error = outcome.extra.get("latency_error", "")
+    if latency_error:
+        result.latency_error = latency_error
+        result.notes.append(f"latency failed (outputs were compared): {latency_error}")
+    lat = outcome.latency
+    if lat and lat.get("noisy"):
+        result.notes.append(f"latency CV {lat['cv']:.1%} > 2.5 %: noisy measurement (std/mean; p10-p90 shows "
+                            "the spread without outliers)")
+    if lat and lat.get("unstable"):
+        result.notes.append(f"latency IQR/median {lat['iqr_rel']:.1%} > 5 %: unstable measurement (robust spread; "
+                            "not one outlier)")
+    if lat and lat.get("busy"):
+        result.notes.append(f"machine busy: load average {lat['load_before']:.2f} before / "
+                            f"{lat['load_after']:.2f} after the timed loop on {lat['cpus']} CPUs; "
+                            "latency includes waiting for a CPU")
+    if lat and options.latency and lat.get("runs", 0) < options.latency.min_runs:
+        result.notes.append(f"latency from {lat['runs']} runs only: the {options.latency.max_time_s:g} s cap "
+                            f"came before --min-runs {options.latency.min_runs}")
+    if outcome.status != "ok":
+        return result
+    actual = outcome.extra.get("outputs") or {}
+    if ref is None:
+        result.status, result.stage = "failed", "compare"
+        result.error = f"no reference outputs ({ref_note})"
+        return result
+    comps = compare_outputs(actual, ref, expected, options.rtol, options.atol)
+    result.outputs = [c.to_dict() for c in comps]
+    bad = [c for c in comps if not c.ok]
+    if bad:
+        result.status, result.stage = "mismatch", "compare"
+        result.error = "; ".join(f"{c.name}: {c.reason} (max abs err {c.max_abs_err:.3g})" for c in bad[:3])
+    return result
+

@@ -1170,12 +1170,13 @@ def fuzz(**kw: Any) -> None:
     from compstack.core import config
     from compstack import targets as registry
     from compstack.cli.explain import parse_duration
-    from compstack.cli import fuzz as fc
+    # not `from compstack.cli import fuzz`: that name is this module's `fuzz` command
+    from compstack.cli.fuzz import fuzz_command, parse_dtypes, replay_command, report_command
 
     if kw["report_dir"]:
-        sys.exit(fc.report_command(kw["report_dir"], Path(kw["db"]) if kw["db"] else None))
+        sys.exit(report_command(kw["report_dir"], Path(kw["db"]) if kw["db"] else None))
     if kw["replay_dir"]:
-        sys.exit(fc.replay_command(kw["replay_dir"], kw["timeout"], kw["as_json"]))
+        sys.exit(replay_command(kw["replay_dir"], kw["timeout"], kw["as_json"]))
     if kw["executor"] == "ray":
         raise UserError("--executor ray: not available yet (compstack has no Ray executor); use --executor local")
     if kw["ops"]:
@@ -1186,13 +1187,13 @@ def fuzz(**kw: Any) -> None:
     from compstack.fuzz.campaign import CampaignOptions
 
     opts = CampaignOptions(registry.resolve(kw["targets_spec"]), kw["seed"], parse_duration(kw["budget"], "--time"),
-                           kw["max_graphs"], kw["max_nodes"], fc.parse_dtypes(kw["dtypes"]), kw["ops"],
+                           kw["max_graphs"], kw["max_nodes"], parse_dtypes(kw["dtypes"]), kw["ops"],
                            kw["allow_ub"], Path(kw["out_dir"]) if kw["out_dir"] else None, kw["timeout"],
                            kw["equivalence"], not kw["no_reduce"])
     if opts.out_dir:
         _probe_dir(opts.out_dir, f"-o {opts.out_dir}: folder not writable")
     db = config.settings(db=kw["db"]).db
-    sys.exit(fc.fuzz_command(opts, db, kw["update_known"], kw["as_json"]))
+    sys.exit(fuzz_command(opts, db, kw["update_known"], kw["as_json"]))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -205,6 +205,12 @@ class Target:
     #: target options (``--option`` strings) and worker environment variables. Empty:
     #: the stack has no such switch.
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {}
+    #: Precision knobs ``compstack explain`` tries when a result differs: knob name ->
+    #: ``{"options": {...}, "env": {...}}`` (as :attr:`optimizations_off`), each a switch to
+    #: stricter floating-point arithmetic than the stack's default (no reassociation, no
+    #: FMA contraction, no fast-math, no TF32). A knob that makes the result agree is
+    #: reported as "differs because of KNOB", not as a bug. Empty: none declared.
+    precision_knobs: ClassVar[Mapping[str, Mapping[str, Mapping[str, str]]]] = {}
     #: The option that switches passes off by name (a comma-separated list), where the
     #: stack has one; with :meth:`applied_passes` it lets ``compstack explain`` name the
     #: pass behind a discrepancy. Empty: no pass-level switch.

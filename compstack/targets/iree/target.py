@@ -136,6 +136,11 @@ class IreeLlvmCpuTarget(Target):
     stage_names = ("torch-onnx", "input", *_LAZY_PHASES)
     #: ``iree-compile --iree-opt-level=O0`` (the whole flow's optimisation level).
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"extra_flags": "--iree-opt-level=O0"}}
+    #: IREE reassociates floating-point reductions by default on llvm-cpu
+    #: (``iree-compile --help``: ``--iree-llvmcpu-reassociate-fp-reductions``, "Enables
+    #: reassociation for FP reductions"); switched off, sums run in source order.
+    precision_knobs: ClassVar[Mapping[str, Mapping[str, Mapping[str, str]]]] = {
+        "fp-reduction reassociation": {"options": {"extra_flags": "--iree-llvmcpu-reassociate-fp-reductions=false"}}}
 
     options: IreeOptions
 

@@ -17,8 +17,9 @@ per model here) and it is not how most Inductor users run; ``torch.compile`` is.
 Stages: ``fx`` (the captured graph handed to Inductor), ``post-grad`` (the graph after
 Inductor's post-grad passes, recorded by a ``post_grad_custom_post_pass``) and
 ``output-code`` (the generated Python module with its C++/Triton kernels, from the hook
-``torch._inductor.utils.run_and_get_code`` uses). Inductor's FX graph cache serves warm
-compiles; when stages are written (``compstack lower``/``dump``) the compile runs
+``torch._inductor.utils.run_and_get_code`` uses). Inductor's FX graph cache, in
+compstack's store (``<root>/inductor-cache/``, :mod:`compstack.targets.inductor.cache`),
+serves warm compiles; when stages are written (``compstack lower``/``dump``) the compile runs
 with caches disabled so every stage is recorded. The artifact of ``compstack lower -o``
 is ``output_code.py``: ``python output_code.py`` benchmarks the compiled module with
 random inputs (Inductor's own ``benchmark_compiled_module`` entry point).
@@ -253,6 +254,9 @@ class _Capture:
     def __call__(self, gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
         self.count += 1
         self.graph, self.example_inputs = gm, list(example_inputs)
+        import torch._guards
+
+        self.tracing_context = torch._guards.TracingContext.try_get()
 
         def run(*args: Any) -> Any:
             if self.compiled is not None:
@@ -301,8 +305,10 @@ class _Capture:
                    **(list_mode_options(mode) if mode != "default" else {})}
         if record:
             patches["force_disable_caches"] = True
+        import torch._guards
+
         with config.patch(patches), mock.patch.object(GraphLowering, "save_output_code", codes.append), \
-                torch.no_grad():
+                torch.no_grad(), torch._guards.tracing(self.tracing_context):
             self.compiled = compile_fx(self.graph, self.example_inputs)
         return post, codes
 
@@ -327,8 +333,11 @@ class InductorLowered(Lowered):
         if target.options.backend == "aot_eager":
             post, codes = self.capture.compile_aot_eager()
         else:
-            post, codes = self.capture.compile(target.record_stages, bool(target.options.freezing),
-                                               target.options.mode)
+            from compstack.targets.inductor.cache import use_store
+
+            store = use_store(target.cache_root)  # None: --no-cache, or not private: caches off
+            post, codes = self.capture.compile(target.record_stages or store is None,
+                                               bool(target.options.freezing), target.options.mode)
         out = InductorCompiled(target, self.model, self)
         cached = "(not recorded: Inductor's FX graph cache served this compile; `compstack lower` and " \
                  "`compstack dump` compile with caches off)\n"

@@ -17,8 +17,9 @@ Stages (JAX's own ``jax.stages`` objects):
 The artifact (``compstack lower -o``) is ``model.jax_export``: ``jax.export``'s
 serialized form (StableHLO plus calling convention; weights included), which
 ``jax.export.deserialize(...).call(*inputs)`` runs on any JAX of a compatible version
-(JAX docs, "Exporting and serializing staged-out computations"). Results go through
-JAX's own compilation cache, not compstack's artifact cache.
+(JAX docs, "Exporting and serializing staged-out computations"). Compiled programs go
+through JAX's persistent compilation cache in compstack's store (``<root>/jax-cache/``,
+:mod:`compstack.targets.xla.cache`), not compstack's artifact cache.
 """
 
 from __future__ import annotations
@@ -331,6 +332,9 @@ class XlaLowered(Lowered):
         return _x64(self.path == "translated" or bool(getattr(self.target.options, "x64", False)))
 
     def compile_impl(self) -> XlaCompiled:
+        from compstack.targets.xla.cache import use_store
+
+        use_store(self.target.cache_root)
         with self.x64():
             compiled = self.jax_lowered.compile(compiler_options=self.target.compiler_options() or None)
         out = XlaCompiled(self.target, self.model, compiled, self)

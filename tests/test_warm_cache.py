@@ -42,6 +42,12 @@ def test_xla_second_compile_is_a_jax_cache_hit(tmp_path: Path) -> None:
     x = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)
     np.testing.assert_array_equal(a.run({"x": x})["y"], b.run({"x": x})["y"])
     assert "/fc1/" in b.as_text("hlo-optimized")  # the executable read back keeps XLA's metadata
+    target = get("xla-cpu")()
+    target.cache_root = root
+    assert "fusion" in target.applied_passes(model)  # the pass dump bypasses the warm cache
+    with cache_hits() as again:
+        _compile("xla-cpu", model, root)
+    assert again == [1]  # and the cache is back on after it
     with cache_hits() as off:
         _compile("xla-cpu", model, None)  # --no-cache: JAX's cache is switched off
     assert off == [0]

@@ -197,17 +197,24 @@ class XlaCpuTarget(TwoPathTarget):
         """The HLO passes that changed the module while compiling ``model``, in pipeline
         order, from XLA's own pass dump: with ``xla_dump_hlo_pass_re=.*`` XLA writes
         ``NNNN.<pipeline>.after_<pass>.before_<next>.txt`` only for a pass that changed
-        the module."""
+        the module. The compile bypasses JAX's persistent cache (its key ignores the dump
+        options, so a hit would dump nothing)."""
         import re
         import tempfile
 
+        from compstack.targets.xla.cache import use_store
+
         lowered = self.lower(model)
-        with tempfile.TemporaryDirectory(prefix="compstack-xladump-") as tmp:
-            with lowered.x64():
-                lowered.jax_lowered.compile(compiler_options={
-                    **self.compiler_options(), "xla_dump_to": tmp, "xla_dump_hlo_pass_re": ".*",
-                    "xla_dump_hlo_as_text": True})
-            files = sorted(Path(tmp).iterdir())
+        use_store(None)  # JAX's cache key leaves the dump options out: a hit would run no pass, dump nothing
+        try:
+            with tempfile.TemporaryDirectory(prefix="compstack-xladump-") as tmp:
+                with lowered.x64():
+                    lowered.jax_lowered.compile(compiler_options={
+                        **self.compiler_options(), "xla_dump_to": tmp, "xla_dump_hlo_pass_re": ".*",
+                        "xla_dump_hlo_as_text": True})
+                files = sorted(Path(tmp).iterdir())
+        finally:
+            use_store(self.cache_root)
         names = [m.group(1) for f in files if (m := re.search(r"\.\d{4}\.[^.]+\.after_(.+?)\.before_", f.name))]
         return list(dict.fromkeys(n for n in names if n != "pipeline-start"))
 

@@ -11,7 +11,7 @@ compile ran outside TorchDynamo's ``TracingContext``); the capture now keeps tha
 context and the compile runs inside it.
 
 The cache root (``TORCHINDUCTOR_CACHE_DIR``; torch's default is ``/tmp/torchinductor_<user>``,
-mode 0755) is ``<store root>/inductor-cache/<key>/``
+found with mode 0755 on this project's machine) is ``<store root>/inductor-cache/<key>/``
 (:func:`compstack.targets.common.twopath.private_cache_dir`: keyed by torch, compstack
 and the host CPU; mode 0700, owner checked on every use). Under ``--no-cache`` both
 caches are switched off for the compile (``force_disable_caches``).

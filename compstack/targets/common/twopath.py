@@ -12,7 +12,9 @@ target's ``flags`` (so every result row says which one ran).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 import numpy as np
@@ -21,7 +23,8 @@ import onnx_ir as ir
 from compstack.core.errors import UnsupportedError, UserError
 from compstack.targets.base import Target, TargetOptions
 
-__all__ = ["PATHS", "PathOptions", "TwoPathTarget", "canonical_for_translation", "specialize_inputs"]
+__all__ = ["PATHS", "PathOptions", "TwoPathTarget", "canonical_for_translation", "private_cache_dir",
+           "specialize_inputs"]
 
 #: Values of the ``path`` option.
 PATHS = ("auto", "native", "translated")
@@ -220,3 +223,46 @@ def canonical_for_translation(model: ir.Model, given: Mapping[str, np.ndarray] |
         return model
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
     return cir.canonicalize(cir.to_proto(model), source=model.graph.name or "<model>", opset=opset)
+
+
+def private_cache_dir(root: Path | None, name: str, versions: Mapping[str, str]) -> Path | None:
+    """The folder a stack's own compilation cache lives in: ``<root>/<name>/<key>/``,
+    ``key`` = 16 hex digits of SHA-256 over the stack's versions, compstack's version and
+    the host CPU (:func:`compstack.core.store.host_id`), so a new JAX/torch, a new
+    compstack or another kind of CPU starts an empty folder.
+
+    What is verified, and what is not: compstack cannot hash-check the entries a stack's
+    cache writes (their format and keys are the stack's own; JAX's docs call its cache
+    "trusted": whoever can write to it can run code in the process). What is checked
+    here, every time, is that the folder is ours: created by this user with mode 0700
+    (``<root>/<name>`` too), owned by this user, no symlink, and no access for group or
+    others. A folder that fails that check is not used (None: the stack compiles without a persistent
+    cache). compstack itself never reads these entries back.
+
+    Args:
+        root: compstack's store root (``Target.cache_root``), or None under ``--no-cache``.
+        name: the subfolder, e.g. ``jax-cache`` or ``inductor-cache``.
+        versions: the stack's package versions (``Availability.versions``).
+
+    Returns:
+        The folder, or None (no root, not creatable, or not private to this user).
+    """
+    if root is None:
+        return None
+    import hashlib
+    import json
+
+    from compstack.core.store import host_id
+    from compstack.core.version import __version__
+
+    blob = json.dumps({"versions": dict(versions), "compstack": __version__, "host": host_id()}, sort_keys=True)
+    folder = Path(root) / name / hashlib.sha256(blob.encode()).hexdigest()[:16]
+    try:
+        for d in (folder.parent, folder):
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = d.stat()
+            if (hasattr(os, "getuid") and st.st_uid != os.getuid()) or st.st_mode & 0o077 or d.is_symlink():
+                return None
+    except OSError:
+        return None
+    return folder

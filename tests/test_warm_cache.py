@@ -82,3 +82,21 @@ def test_private_cache_dir_is_the_users_own(tmp_path: Path) -> None:
     os.chmod(folder, 0o770)  # opened to the group: not used
     assert private_cache_dir(tmp_path, "jax-cache", {"jax": "1"}) is None
     assert private_cache_dir(None, "jax-cache", {"jax": "1"}) is None
+
+
+def test_a_cache_folder_changed_outside_a_compstack_worker_is_emptied(tmp_path: Path) -> None:
+    from compstack.targets.common.twopath import seal_cache_dir
+
+    folder = private_cache_dir(tmp_path, "inductor-cache", {"torch": "x"})
+    assert folder is not None
+    (folder / "sub").mkdir()
+    (folder / "sub" / "entry.bin").write_bytes(b"compiled")
+    seal_cache_dir(folder)  # what a worker does after its compile
+    assert private_cache_dir(tmp_path, "inductor-cache", {"torch": "x"}) == folder
+    assert (folder / "sub" / "entry.bin").read_bytes() == b"compiled"  # sealed: kept
+    (folder / "sub" / "entry.bin").write_bytes(b"tampered")  # same size, other bytes
+    assert private_cache_dir(tmp_path, "inductor-cache", {"torch": "x"}) == folder
+    assert not any(folder.rglob("*"))  # emptied: the stack compiles anew
+    (folder / "planted.py").write_text("import os")  # a file no worker sealed
+    private_cache_dir(tmp_path, "inductor-cache", {"torch": "x"})
+    assert not (folder / "planted.py").exists()

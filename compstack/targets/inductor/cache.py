@@ -24,8 +24,10 @@ through the modules and shared objects Inductor imports from it by design (any c
 of compiled code runs what is in it), so pickle adds no power an attacker would not
 have; (2) the folder is private: created by compstack with mode 0700, and refused
 (no cache, compile anew) when it is owned by another user, a symlink, or open to group
-or others, which is stricter than torch's default folder. What is not done: hash
-verification of torch's entries (their layout is torch's). The alternative, AOTInductor
+or others, which is stricter than torch's default folder; (3) its contents are sealed:
+after each compile the worker records size and SHA-256 of every file, and before the next
+compile any file that is new or changed since (written by anything but a compstack worker)
+empties the folder (:func:`compstack.targets.common.twopath.seal_cache_dir`). The alternative, AOTInductor
 packages, was not taken: a package build links a full C++ wrapper (tens of seconds per
 model) and is not the ``torch.compile`` path the row measures.
 """

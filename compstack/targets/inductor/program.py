@@ -47,6 +47,9 @@ class InductorLowered(Lowered):
             store = use_store(target.cache_root)  # None: --no-cache, or not private: caches off
             post, codes = self.capture.compile(target.record_stages or store is None,
                                                bool(target.options.freezing), target.options.mode)
+            from compstack.targets.common.twopath import seal_cache_dir
+
+            seal_cache_dir(store)
         out = InductorCompiled(target, self.model, self)
         cached = "(not recorded: Inductor's FX graph cache served this compile; `compstack lower` and " \
                  "`compstack dump` compile with caches off)\n"

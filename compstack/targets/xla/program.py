@@ -104,9 +104,12 @@ class XlaLowered(Lowered):
     def compile_impl(self) -> XlaCompiled:
         from compstack.targets.xla.cache import use_store
 
-        use_store(self.target.cache_root)
+        from compstack.targets.common.twopath import seal_cache_dir
+
+        folder = use_store(self.target.cache_root)
         with self.x64():
             compiled = self.jax_lowered.compile(compiler_options=self.target.compiler_options() or None)
+        seal_cache_dir(folder)
         out = XlaCompiled(self.target, self.model, compiled, self)
         out.stages["hlo-optimized"] = compiled.as_text
         self.add_stage("hlo-optimized", compiled.as_text)

@@ -762,7 +762,7 @@ def sweep(models: tuple[str, ...], targets_spec: str, **kw: Any) -> None:
 
     Exit status: 0 when every row is ok, unsupported or unavailable; 1 otherwise; 2 on bad input.
     """
-    from compstack.sweep import cli_sweep
+    from compstack.cli.sweep import cli_sweep
 
     summary = cli_sweep(list(models), targets_spec, kw, _compare_options)
     if kw["as_json"]:

@@ -127,6 +127,8 @@ class IreeLlvmCpuTarget(Target):
     """IREE, ``llvm-cpu`` HAL backend, run on the local CPU device."""
 
     name = "iree-llvm-cpu"
+    custom_op_support = {"cpu": "yes: kernel object linked into an llvm-cpu dispatch (hal.executable.objects)",
+                         "": "no: the op declares no CPU kernel"}
     stack = "iree"
     device = "cpu"
     description = "IREE, llvm-cpu backend, local-task runtime"
@@ -527,6 +529,7 @@ class _IreeGpuTarget(IreeLlvmCpuTarget):
     target_flag: ClassVar[str] = ""
     default_gpu: ClassVar[str] = ""
     driver: ClassVar[str] = ""
+    custom_op_support = {"": "no: the kernels are linked into llvm-cpu dispatches only"}
     options: IreeGpuOptions  # type: ignore[assignment]
 
     @classmethod

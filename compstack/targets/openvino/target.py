@@ -97,6 +97,8 @@ class OpenVinoCpuTarget(Target):
     """OpenVINO Runtime, CPU plugin, ONNX frontend."""
 
     name = "openvino-cpu"
+    custom_op_support = {"": "no: not wired; OpenVINO takes custom ops as C++ extensions (ov::op::Op subclass + "
+                             "ONNX frontend ConversionExtension, loaded with Core.add_extension)"}
     stack = "openvino"
     device = "cpu"
     description = "OpenVINO Runtime, CPU plugin (ONNX frontend)"

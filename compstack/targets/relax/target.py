@@ -122,6 +122,7 @@ class TvmLlvmTarget(Target):
     """TVM Relax, LLVM CPU backend, default (untuned) pipeline."""
 
     name = "tvm-llvm"
+    custom_op_support = {"cpu": "yes: tvm_ffi packed function, R.call_dps_packed", "": "no: the op declares no CPU kernel"}
     stack = "tvm"
     device = "cpu"
     description = "Apache TVM Relax, LLVM CPU codegen, default pipeline (untuned)"
@@ -541,6 +542,7 @@ class TvmCudaTarget(TvmLlvmTarget):
     CUDA C kernels in the library; runs where TVM's CUDA runtime finds a device."""
 
     name = "tvm-cuda"
+    custom_op_support = {"": "no: the packed functions take CPU tensors; only tvm-llvm"}
     device = "cuda"
     description = "Apache TVM Relax, CUDA codegen (DLight default schedules), host LLVM"
     Options = TvmCudaOptions
@@ -581,6 +583,7 @@ class TvmVulkanTarget(TvmLlvmTarget):
     """TVM Relax for Vulkan (SPIR-V); only where the TVM build has Vulkan codegen."""
 
     name = "tvm-vulkan"
+    custom_op_support = {"": "no: the packed functions take CPU tensors; only tvm-llvm"}
     device = "vulkan"
     description = "Apache TVM Relax, Vulkan/SPIR-V codegen"
 

@@ -93,6 +93,9 @@ class TorchScriptCpuTarget(TwoPathTarget):
     """TorchScript (``torch.jit``): trace/script → freeze → optimize_for_inference, on the CPU."""
 
     name: ClassVar[str] = "torchscript-cpu"
+    custom_op_support: ClassVar[Mapping[str, str]] = {
+        "cpu": "yes: torch.library custom op, called by the TorchScript interpreter",
+        "": "no: the op declares no CPU kernel"}
     stack: ClassVar[str] = "torchscript"
     device: ClassVar[str] = "cpu"
     description: ClassVar[str] = ("PyTorch JIT (torch.jit trace/script, freeze, optimize_for_inference); "

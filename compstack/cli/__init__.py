@@ -851,11 +851,12 @@ _LOAD = click.option("--load", "modules", multiple=True, metavar="FILE.py|MODULE
 def ops_list(as_json: bool, modules: tuple[str, ...]) -> None:
     """Every registered custom op: signature, attributes, kernels, and per stack how it
     runs the op or why it cannot."""
+    from compstack import targets as registry
     from compstack.ops import all_ops
     from compstack.ops._info import describe
 
     _load_ops(modules)
-    rows = [describe(op) for op in all_ops()]
+    rows = [describe(op, registry.custom_op_support(op.kernels)) for op in all_ops()]
     if as_json:
         click.echo(json.dumps(rows, indent=1))
         return

@@ -41,7 +41,7 @@ def cli_sweep(models: list[str], targets_spec: str, kw: dict[str, Any],
 
     specs = expand_models(models)
     targets = registry.resolve(targets_spec)
-    baseline = kw["baseline"] or ("ort-cpu" if "ort-cpu" in targets else targets[0])
+    baseline = kw["baseline"] or next((t for t in registry.with_role("baseline") if t in targets), targets[0])
     if baseline not in targets:
         raise UserError(f"--baseline {baseline}: not one of the swept targets ({', '.join(targets)})")
     if kw["reference"] not in ("auto", "reference"):

@@ -30,6 +30,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from compstack import targets as registry
 from compstack.ops._spec import DTYPES, CustomOp, TensorType
 
 __all__ = [
@@ -43,8 +44,9 @@ __all__ = [
     "run_target",
 ]
 
-#: The stacks ``compstack ops test`` runs by default (the CPU targets).
-DEFAULT_TARGETS = ("ort-cpu", "tvm-llvm", "iree-llvm-cpu", "xla-cpu", "inductor-cpu")
+#: The stacks ``compstack ops test`` runs by default: the targets with the ``ops-test``
+#: role in the registry table (the CPU targets).
+DEFAULT_TARGETS = tuple(registry.with_role("ops-test"))
 #: The column of the C kernel called directly.
 KERNEL = "kernel"
 

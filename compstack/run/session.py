@@ -193,8 +193,9 @@ def _store_model(model: Any, fp: str, cache_dir: Path, kind: str = "") -> Path:
 
 
 #: The reference of a JAX source whose common IR could not be built: its native program
-#: on XLA in float64 (``jax.enable_x64``, float inputs as float64).
-_JAX_X64_REFERENCE = ("xla-cpu", {"x64": "true", "path": "native"})
+#: on XLA in float64 (``jax.enable_x64``, float inputs as float64): the registry's
+#: ``native-jax-reference`` target and its options in that role.
+_JAX_X64_REFERENCE = registry.role_target("native-jax-reference")
 
 
 def _hint_opset(result: Result, stack: StackModel) -> None:
@@ -218,7 +219,7 @@ def _pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str
     stats = op_stats(source.model)
     if stats.flops <= FLOAT64_MAX_FLOPS and stats.params <= FLOAT64_MAX_PARAMS:
         return "reference", {"precision": "float64", "outputs": "float64"}
-    return "ort-cpu", {}
+    return registry.role_target("reference")
 
 
 def _reference_info(source: cir.SourceModel, name: str, opts: Mapping[str, str]) -> dict[str, Any]:
@@ -420,10 +421,11 @@ def _run_reference(run: Callable[..., JobOutcome], name: str, opts: Mapping[str,
         return outcome.extra["outputs"], ""
     note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
     report.reference["error"] = note
-    if name != "ort-cpu" and not report.model.get("import_error"):  # ort-cpu needs the common IR
-        fallback = run("ort-cpu", {}, latency=False)
+    stand_in, stand_in_opts = registry.role_target("reference")
+    if name != stand_in and not report.model.get("import_error"):  # the stand-in needs the common IR
+        fallback = run(stand_in, stand_in_opts, latency=False)
         if fallback.status == "ok":
-            report.reference.update({"target": "ort-cpu", "fallback_from": name})
+            report.reference.update({"target": stand_in, "fallback_from": name})
             report.reference.pop("precision", None)
             return fallback.extra["outputs"], note
     return None, note

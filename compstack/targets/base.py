@@ -215,6 +215,14 @@ class Target:
     #: stack has one; with :meth:`applied_passes` it lets ``compstack explain`` name the
     #: pass behind a discrepancy. Empty: no pass-level switch.
     pass_option: ClassVar[str] = ""
+    #: ``compstack ops list``: how this target runs a registered custom op. Keys are the
+    #: kernel kinds an op may declare (``cpu``, ``cuda``), tried in order; ``""`` is the
+    #: line when the op declares none of them. Each line starts ``yes``, ``no`` or
+    #: ``untested`` and says how or why. Empty: the target is not listed.
+    custom_op_support: ClassVar[Mapping[str, str]] = {}
+    #: Python modules the custom-op binding needs (module -> the ``no: ...`` line shown
+    #: instead of the ``yes`` line when it is not installed).
+    custom_op_needs: ClassVar[Mapping[str, str]] = {}
 
     def applied_passes(self, model: ir.Model) -> list[str] | None:
         """The passes that changed ``model``, by the names :attr:`pass_option` takes, from

@@ -1195,6 +1195,9 @@ def fuzz(**kw: Any) -> None:
     sys.exit(fc.fuzz_command(opts, db, kw["update_known"], kw["as_json"]))
 
 
+cli.add_command(__import__("compstack.cli.cache", fromlist=["cache"]).cache)  # compstack cache info|prune|clear
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point. Usage errors are one line too, like every other bad input.
 

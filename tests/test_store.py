@@ -285,13 +285,12 @@ def test_fusion_and_profile_rows_are_in_the_database(tmp_path: Path, isolated_en
     runs = {r["run_id"]: dict(r) for r in conn.execute("SELECT * FROM runs")}
     assert [(r["command"], r["target"], r["status"]) for r in rows] == [("fusion", "ort-cpu", "ok"),
                                                                         ("profile", "ort-cpu", "ok")]
-    f_json = json.loads(fusion.stdout)
-    f_row = next(t for t in f_json["targets"] if t["target"] == "ort-cpu") if "targets" in f_json else None
+    (f_row,) = json.loads(fusion.stdout)["targets"]
+    (p_row,) = json.loads(profile.stdout)["targets"]
     stored = json.loads(rows[0]["kernels_json"])
-    assert rows[0]["kernels"] == stored["kernel_count"] == len(stored["kernels"]) > 0
-    if f_row is not None and "kernels" in f_row:
-        assert stored["kernel_count"] == f_row["kernels"]["kernel_count"]
-    assert json.loads(rows[1]["profile_json"])["kernels"], rows[1]["profile_json"][:200]
+    assert stored == f_row["kernels"] and rows[0]["kernels"] == stored["kernel_count"] == len(stored["kernels"]) > 0
+    assert json.loads(rows[1]["profile_json"]) == json.loads(json.dumps(p_row["profile"], default=str))
+    assert json.loads(rows[1]["profile_json"])["kernels"]
     assert rows[0]["fingerprint"] == rows[1]["fingerprint"] != ""
     for r in rows:
         run = runs[r["run_id"]]

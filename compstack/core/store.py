@@ -18,6 +18,7 @@ zoo             ``zoo/<name>-<key>/``             an exported zoo model and its 
 cases           ``conformance/onnx-<v>/``         the ONNX node-test cases (``cases.bin``)
 ops             ``ops/<key>/``                    the custom-op kernel library (CMake build)
 roofline        ``roofline/<host>.json``          this host's measured peaks
+tvm-tuning      ``tvm-tuning/<key>/``             MetaSchedule tuning records (in place)
 xla, inductor   ``xla/<key>/``, ``inductor/<k>/`` compiled programs of those stacks
 ==============  ================================  =======================================
 
@@ -87,6 +88,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("cases", "conformance", 1, False, "ONNX node-test cases"),
     Kind("ops", "ops", 1, False, "custom-op kernel libraries"),
     Kind("roofline", "roofline", 1, True, "measured peaks of this host"),
+    Kind("tvm-tuning", "tvm-tuning", 1, False, "MetaSchedule tuning records (tvm-llvm tune_trials)"),
     Kind("xla", "xla", 1, False, "compiled XLA programs"),
     Kind("inductor", "inductor", 1, False, "compiled TorchInductor programs"),
 )}

@@ -97,7 +97,7 @@ def read(entry: Path, display_name: str) -> cir.SourceModel | None:
     found, problem = Store(entry.parent.parent).lookup("zoo", entry.name)  # verified; a bad one is deleted
     if found is None:
         if problem:
-            _log.warning("ignoring zoo cache entry %s", problem)
+            _log.warning("zoo: %s", problem)  # "corrupt cache entry <folder> (why); rebuilt"
         return None
     meta = found.meta
     try:

@@ -317,6 +317,9 @@ class Store:
                 os.rename(staging, final)
             except OSError:
                 if not final.is_dir():
+                    if old is not None:
+                        os.rename(old, final)  # put the previous entry back
+                        old = None
                     raise
                 # another process published first: keep theirs
             if old is not None:

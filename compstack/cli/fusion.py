@@ -54,6 +54,12 @@ def _collect(source: Any, targets: list[str], profile: bool, kw: dict[str, Any],
         status = "failed"
         try:
             rows = collect(source, options, cfg, on_start=start, on_done=done)
+            if kw.get("trt_profile"):
+                from compstack.fusion.imported import tensorrt_row
+
+                rows.append(tensorrt_row(source.model, kw["trt_profile"], kw.get("trt_layer_info")))
+                if db is not None:
+                    db.add_kernels(run_id, command, model, rows[-1])
             status = "done"
         except KeyboardInterrupt:
             status = "interrupted"
@@ -64,10 +70,6 @@ def _collect(source: Any, targets: list[str], profile: bool, kw: dict[str, Any],
                 if db.warning:
                     print(f"compstack: {db.warning}", file=sys.stderr)
                 db.close()
-    if kw.get("trt_profile"):
-        from compstack.fusion.imported import tensorrt_row
-
-        rows.append(tensorrt_row(source.model, kw["trt_profile"], kw.get("trt_layer_info")))
     return rows
 
 

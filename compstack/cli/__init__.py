@@ -1197,6 +1197,9 @@ def fuzz(**kw: Any) -> None:
     sys.exit(fuzz_command(opts, db, kw["update_known"], kw["as_json"]))
 
 
+cli.add_command(__import__("compstack.cli.cache", fromlist=["cache"]).cache)  # compstack cache info|prune|clear
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point. Usage errors are one line too, like every other bad input.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,16 +39,60 @@ def _collect(source: Any, targets: list[str], profile: bool, kw: dict[str, Any],
             progress.status(f"{'profiling' if profile else 'mapping kernels of'} {name}")
 
         def done(row: Any) -> None:
+            if db is not None:
+                db.add_kernels(run_id, command, model, row)  # written the moment the row exists
             if not progress.quiet:
                 progress.console.print(f"  {row.target:<16} {row.status} ({time.monotonic() - t0[0]:.1f} s)",
                                        highlight=False)
 
-        rows = collect(source, options, settings(cache_dir=kw["cache_dir"]), on_start=start, on_done=done)
-    if kw.get("trt_profile"):
-        from compstack.fusion.imported import tensorrt_row
+        cfg = settings(cache_dir=kw["cache_dir"], db=kw.get("db"))
+        db, run_id, command = _open_db(cfg), uuid.uuid4().hex[:12], "profile" if profile else "fusion"
+        model = {"name": source.name, "fingerprint": source.fingerprint}
+        started = time.time()
+        if db is not None:
+            _run_row(db, run_id, command, source.name, "running", started)
+        status = "failed"
+        try:
+            rows = collect(source, options, cfg, on_start=start, on_done=done)
+            if kw.get("trt_profile"):
+                from compstack.fusion.imported import tensorrt_row
 
-        rows.append(tensorrt_row(source.model, kw["trt_profile"], kw.get("trt_layer_info")))
+                rows.append(tensorrt_row(source.model, kw["trt_profile"], kw.get("trt_layer_info")))
+                if db is not None:
+                    db.add_kernels(run_id, command, model, rows[-1])
+            status = "done"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            if db is not None:
+                _run_row(db, run_id, command, source.name, status, started)
+                if db.warning:
+                    print(f"compstack: {db.warning}", file=sys.stderr)
+                db.close()
     return rows
+
+
+def _open_db(cfg: Any) -> Any:
+    """The results database, or None (with a one-line warning on stderr) when its folder
+    cannot be made: the rows are then only in this command's output, as before the
+    database held them."""
+    from compstack.core.results import ResultsDB
+
+    try:
+        return ResultsDB(cfg.db, cfg.db_busy_timeout_s)
+    except UserError as exc:
+        print(f"compstack: warning: {exc}; rows are not recorded", file=sys.stderr)
+        return None
+
+
+def _run_row(db: Any, run_id: str, command: str, model_name: str, status: str, started: float) -> None:
+    """The command's row in the ``runs`` table (``running``, then ``done``,
+    ``interrupted`` or ``failed``)."""
+    from compstack.core.results import Report
+
+    report = Report(model={"name": model_name}, reference={}, run_id=run_id, started=started)
+    db.run_status(report, status, command=command)
 
 
 def _model_info(source: Any, index: Any) -> dict[str, Any]:

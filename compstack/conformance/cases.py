@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import re
 import shutil
 import struct
@@ -100,7 +99,9 @@ def cases_path(cache_dir: Path) -> Path:
     """The cases file of the installed onnx: ``<cache>/conformance/onnx-<version>/cases.bin``."""
     import onnx
 
-    return cache_dir / "conformance" / f"onnx-{onnx.__version__}" / "cases.bin"
+    from compstack.core.store import Store
+
+    return Store(cache_dir).entry("cases", f"onnx-{onnx.__version__}") / "cases.bin"
 
 
 def _encode(cases: Sequence[Case]) -> bytes:
@@ -137,7 +138,7 @@ def read_cases(path: Path) -> list[Case]:
 
     from compstack.core.integrity import check_manifest
 
-    meta, problem = check_manifest(Path(path).parent)
+    meta, problem = check_manifest(Path(path).parent)  # the store's manifest (kind ``cases``)
     if meta is None:
         raise ValueError(f"conformance cases {path}: {problem}")
     raw = Path(path).read_bytes()
@@ -166,27 +167,23 @@ def load_cases(cache_dir: Path) -> list[Case]:
     Returns:
         The cases, sorted by name.
     """
-    from compstack.core.integrity import write_manifest
+    from compstack.core.store import Store
 
     path = cases_path(cache_dir)
+    store = Store(cache_dir)
     if path.parent.exists():
         try:
             return read_cases(path)
         except (OSError, ValueError, KeyError, TypeError, struct.error):
-            shutil.rmtree(path.parent, ignore_errors=True)  # damaged or altered: regenerate
+            store.evict("cases", path.parent.name)  # damaged or altered: regenerate
     cases = sorted(_generate(), key=lambda c: c.name)
-    staging = path.parent.with_name(f".{path.parent.name}.tmp{os.getpid()}")
+    staging = store.staging("cases")
     try:
-        staging.mkdir(parents=True, exist_ok=True)
         (staging / path.name).write_bytes(_encode(cases))
-        write_manifest(staging, [staging / path.name], {"onnx": path.parent.name})
-        try:
-            os.rename(staging, path.parent)
-        except OSError:
-            if not path.parent.is_dir():  # else a concurrent run published first
-                raise
-    finally:
+    except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        raise
+    store.publish(staging, "cases", path.parent.name, [staging / path.name], {"onnx": path.parent.name})
     return cases
 
 

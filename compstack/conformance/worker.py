@@ -150,19 +150,20 @@ def hash_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def _failure_path(cache: Any, target: Any, key: str) -> Any:
-    return cache.root.parent / "conformance-failures" / target.name / f"{key}.json"
+def _failure_key(target: Any, key: str) -> str:
+    return f"{target.name}/{key}"
 
 
 def _known_failure(cache: Any, target: Any, key: str) -> dict[str, Any] | None:
     """A lower/compile failure recorded by an earlier run with the same key (same case,
-    target, options and stack versions), so a warm run does not compile it again."""
+    target, options and stack versions), so a warm run does not compile it again: a
+    verified record of the store's ``failures`` kind (an altered one is dropped)."""
     if cache is None:
         return None
-    try:
-        return json.loads(_failure_path(cache, target, key).read_text())
-    except (OSError, ValueError):
+    data, _ = cache.store.read_record("failures", _failure_key(target, key))
+    if data is None or not all(isinstance(data.get(k), str) for k in ("stage", "status", "error")):
         return None
+    return data
 
 
 def _record_failure(cache: Any, target: Any, key: str, stage: str, exc: BaseException) -> None:
@@ -175,11 +176,11 @@ def _record_failure(cache: Any, target: Any, key: str, stage: str, exc: BaseExce
         return
     status = "unsupported" if isinstance(exc, UnsupportedError) else "failed"
     error = str(exc) if isinstance(exc, UnsupportedError) else _first_line(exc)
-    path = _failure_path(cache, target, key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"stage": stage, "status": status, "error": error[:400]}))
-    os.replace(tmp, path)
+    try:
+        cache.store.write_record("failures", _failure_key(target, key),
+                                 {"stage": stage, "status": status, "error": error[:400]})
+    except OSError:
+        pass  # a store that cannot be written costs the warm run a compile, not the case
 
 
 def _cached(cache: Any, target: Any, key: str, model: Any) -> Any:
@@ -210,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     avail = cls.availability()
     target = cls(cls.Options.from_strings(spec["options"]))
     cases = {c.name: c for c in read_cases(Path(spec["cases"]))}  # verified against its manifest
-    cache = ArtifactCache(Path(spec["cache_dir"]) / "artifacts" / "conformance") if spec.get("cache_dir") else None
+    cache = ArtifactCache(Path(spec["cache_dir"]) / "artifacts" / "conformance", "conformance") \
+        if spec.get("cache_dir") else None
     proto.write(json.dumps({"ready": True, "versions": dict(avail.versions), "available": avail.ok,
                             "reason": avail.reason}) + "\n")
 

@@ -22,10 +22,8 @@ accepted (:func:`resolve_text`).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -33,7 +31,6 @@ from typing import Any, Callable, Mapping, Sequence
 from compstack.core import ir as cir
 from compstack import targets as registry
 from compstack.core.errors import UserError
-from compstack.core.integrity import check_manifest, write_manifest
 from compstack.run.jobs import Job, JobOutcome, pack_sets, write_stages
 from compstack.run.runner import Limits, run_isolated
 from compstack.ops._registry import origins_for
@@ -83,15 +80,16 @@ def check_stages(target: str, stages: Sequence[str] | None) -> None:
 
 def run_dump(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Callable[[str], None]) -> None:
     """Worker body of a dump job (called by :func:`compstack.run.jobs.execute`)."""
-    from compstack.core.store import cache_key
+    from compstack.core.store import Store, cache_key
 
     folder = Path(job.stages_dir or ".")
     folder.mkdir(parents=True, exist_ok=True)
     wanted = list(job.only_stages) if job.only_stages else list(target.stage_names)
     # flags, not options: they include the chosen path (native/translated) where a stack has two
     key = cache_key(job.fingerprint, job.target, target.flags(), outcome.versions)
-    cached = Path(job.cache_dir) / "stages" / job.target / key if job.cache_dir else None
-    if cached is not None and not job.passes and _copy_cached(cached, folder, wanted):
+    store = Store(job.cache_dir) if job.cache_dir else None
+    cached = f"{job.target}/{key}"
+    if store is not None and not job.passes and _copy_cached(store, cached, folder, wanted):
         outcome.stages, outcome.cached = wanted, True
         return
     stage("lower")
@@ -113,22 +111,20 @@ def run_dump(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Call
         compiled = lowered.compile()
         outcome.compile_s = compiled.compile_s
         outcome.stages = write_stages(lowered, folder, outcome.stages, compiled, only=wanted)
-    if cached is not None:
-        note = _store_cached(cached, folder, outcome.stages)
+    if store is not None:
+        note = _store_cached(store, cached, folder, outcome.stages)
         if note:
             outcome.cache_note = note
 
 
-def _copy_cached(cached: Path, folder: Path, wanted: list[str]) -> bool:
-    """Copy the wanted stage texts from a verified cache entry (its manifest's sizes and
-    hashes, :func:`compstack.core.integrity.check_manifest`); a bad entry is deleted."""
-    if not cached.is_dir():
+def _copy_cached(store: Any, key: str, folder: Path, wanted: list[str]) -> bool:
+    """Copy the wanted stage texts from a verified store entry (kind ``stages``: its
+    manifest's sizes and hashes, :meth:`compstack.core.store.Store.lookup`); a bad entry
+    is deleted."""
+    entry, _ = store.lookup("stages", key)
+    if entry is None:
         return False
-    meta, _ = check_manifest(cached)
-    if meta is None:
-        shutil.rmtree(cached, ignore_errors=True)
-        return False
-    files = {_stage_of(Path(name)): cached / name for name in meta["files"]}
+    files = {_stage_of(Path(name)): entry.folder / name for name in entry.meta["files"]}
     if not all(s in files for s in wanted):
         return False
     for s in wanted:
@@ -136,36 +132,32 @@ def _copy_cached(cached: Path, folder: Path, wanted: list[str]) -> bool:
     return True
 
 
-def _store_cached(cached: Path, folder: Path, stages: list[str]) -> str:
+def _store_cached(store: Any, key: str, folder: Path, stages: list[str]) -> str:
     """Publish the stage texts of ``folder`` (plus the entry's verified older ones) as
-    the cache entry ``cached``: a new folder with a manifest, swapped in by rename.
+    the store entry ``key`` of kind ``stages``: a new folder with a manifest, swapped in
+    by rename (:meth:`compstack.core.store.Store.publish`).
 
     Returns:
         ``""``, or why the entry could not be written (a note; the dump itself is fine).
     """
     keep: dict[str, Path] = {}
-    if cached.is_dir():
-        meta, _ = check_manifest(cached)
-        keep = {name: cached / name for name in (meta or {}).get("files", {})}
+    meta = store.verify("stages", key)
+    if meta is not None:
+        keep = {name: store.entry("stages", key) / name for name in meta.get("files", {})}
     keep.update({p.name: p for p in folder.glob("*-*") if p.is_file() and _stage_of(p) in stages})
-    staging: Path | None = None
     try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=cached.parent))
-        for name, src in keep.items():
-            shutil.copyfile(src, staging / name)
-        write_manifest(staging, sorted(staging.iterdir()), {"stages": sorted(_stage_of(Path(n)) for n in keep)})
-        old = cached.with_name(f".old-{cached.name}-{os.getpid()}")
-        if cached.exists():
-            os.rename(cached, old)
-        os.rename(staging, cached)
-        shutil.rmtree(old, ignore_errors=True)
+        staging = store.staging("stages")
+        try:
+            for name, src in keep.items():
+                shutil.copyfile(src, staging / name)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        store.publish(staging, "stages", key, sorted(staging.iterdir()),
+                      {"stages": sorted(_stage_of(Path(n)) for n in keep)}, replace=True)
         return ""
     except OSError as exc:
         return f"stage texts not cached: {exc.strerror or exc}"
-    finally:
-        if staging is not None and staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _stage_of(path: Path) -> str:

@@ -14,9 +14,7 @@ which one was used, and falls back to ``ort-cpu`` when the float64 evaluator fai
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -28,7 +26,7 @@ from compstack import targets as registry
 from compstack.analysis.numerics import compare_outputs
 from compstack.core.config import Settings
 from compstack.core.errors import UserError
-from compstack.core.integrity import check_manifest, write_manifest
+from compstack.core.integrity import check_manifest
 from compstack.core.inputs import check_feeds, input_sets, save_npz
 from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.core.latency import LatencyConfig
@@ -153,42 +151,40 @@ def _opset_of(model: Any) -> int:
 
 
 def _store_model(model: Any, fp: str, cache_dir: Path, kind: str = "") -> Path:
-    """The store entry of ``model`` (fingerprint ``fp``): ``<cache_dir>/models/<fp><kind>/model.onnx``.
+    """The store entry of ``model`` (fingerprint ``fp``): ``<cache_dir>/models/<fp><kind>/model.onnx``
+    (kind ``models`` of :class:`compstack.core.store.Store`).
 
     The entry is a folder published atomically with a manifest (size and SHA-256 of
-    each file, and the fingerprint, :mod:`compstack.core.integrity`); an existing entry is
-    verified before it is used, and a bad one (truncated, altered, malformed
-    ``meta.json``, another model's fingerprint) is replaced. Workers check the same
-    manifest before they load the file (:func:`compstack.run.jobs._verify_model_file`).
+    each file, and the fingerprint); an existing entry is verified before it is used,
+    and a bad one (truncated, altered, malformed ``meta.json``, another model's
+    fingerprint) is replaced. Workers check the same manifest before they load the
+    file (:func:`compstack.run.jobs._verify_model_file`).
 
     Raises:
         UserError: the cache folder is not writable.
     """
-    folder = cache_dir / "models" / f"{fp}{kind}"
-    if folder.exists():
-        meta, _ = check_manifest(folder)
-        if meta is not None and meta.get("fingerprint") == fp:
-            return folder / "model.onnx"
-        shutil.rmtree(folder, ignore_errors=True)
-    staging: Path | None = None
+    from compstack.core.store import Store
+
+    store, key = Store(cache_dir), f"{fp}{kind}"
+    entry, _ = store.lookup("models", key)
+    if entry is not None and entry.meta.get("fingerprint") == fp:
+        return entry.folder / "model.onnx"
+    store.evict("models", key)
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
-        cir.save(model, staging / "model.onnx", external_data=cir.prefers_external_data(model) or None,
-                 data_name="model.onnx.data")  # large weights streamed, not copied in memory
-        write_manifest(staging, sorted(staging.iterdir()), {"fingerprint": fp})
+        staging = store.staging("models")
         try:
-            os.rename(staging, folder)
-        except OSError:
-            if check_manifest(folder)[0] is None:  # not a concurrent writer's good entry
-                raise
+            cir.save(model, staging / "model.onnx", external_data=cir.prefers_external_data(model) or None,
+                     data_name="model.onnx.data")  # large weights streamed, not copied in memory
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        folder = store.publish(staging, "models", key, sorted(staging.iterdir()), {"fingerprint": fp})
+        if check_manifest(folder)[0] is None:  # not a concurrent writer's good entry
+            raise OSError(f"{folder}: entry failed verification after publish")
     except (OSError, UserError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise UserError(f"cache folder {cache_dir}: not writable ({why}); set --cache-dir or "
                         "COMPSTACK_CACHE_DIR") from None
-    finally:
-        if staging is not None and staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     return folder / "model.onnx"
 
 

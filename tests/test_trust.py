@@ -394,3 +394,14 @@ def test_conformance_worker_hang_at_start_is_bounded(tmp_path: Path) -> None:
             os.environ["PYTHONPATH"] = old
     assert time.monotonic() - t0 < 30
     assert info["start_error"] and [r["status"] for r in rows] == ["crashed", "crashed"]
+
+
+def test_string_inputs_cross_to_workers_without_pickle(tmp_path) -> None:  # noqa: ANN001
+    from compstack.core.inputs import decode_arrays, save_npz
+
+    strings = np.array([["ab", "c"], ["", "déf"]], dtype=object)
+    path = save_npz(tmp_path / "inputs.npz", {"s": strings, "x": np.ones(3, np.float32)})
+    with np.load(path, allow_pickle=False) as data:  # what workers do: a pickle would raise here
+        back = decode_arrays({k: data[k] for k in data.files})
+    assert back["s"].dtype == object and back["s"].tolist() == strings.tolist()
+    assert back["x"].dtype == np.float32

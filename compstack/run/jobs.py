@@ -489,10 +489,10 @@ def _check_dtypes(target: Any, arrays: dict[str, np.ndarray]) -> None:
 
 
 def _load_sets(path: str) -> list[dict[str, np.ndarray]]:
-    # compstack wrote this file itself (string inputs are object arrays, hence pickle)
+    # string inputs travel as unicode arrays (encode_arrays): nothing here is unpickled
     from compstack.core.inputs import decode_arrays
 
-    with np.load(path, allow_pickle=True) as data:
+    with np.load(path, allow_pickle=False) as data:
         return unpack_sets(decode_arrays({k: data[k] for k in data.files}))
 
 

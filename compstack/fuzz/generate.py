@@ -68,10 +68,13 @@ class Generator:
         ops: a regex matched against the whole op type (``Conv|Resize`` is those two, not
             ConvTranspose); only matching specs are used.
         allow_ub: keep graphs whose inputs trigger undefined behaviour (labelled later).
+        symbolic: share (0..1) of graphs whose inputs get symbolic dims (``dim_param``),
+            see :meth:`_symbolic`; the choice uses its own random stream, so a graph's
+            nodes and feeds are the same as with ``symbolic=0``.
     """
 
     def __init__(self, seed: int = 0, max_nodes: int = 6, dtypes: Sequence[str] = ALL_DTYPES,
-                 ops: str | None = None, allow_ub: bool = False) -> None:
+                 ops: str | None = None, allow_ub: bool = False, symbolic: float = 0.0) -> None:
         from compstack.fuzz import families
 
         pat = re.compile(ops) if ops else None
@@ -86,7 +89,9 @@ class Generator:
                 continue
             self.specs.append(OpSpec(s.op, s.family, tuple(allowed), s.domain, s.discrete, s.attrs, s.source))
         self.families = families
-        self.stats: dict[str, Any] = {"generated": 0, "rejected": 0, "reasons": {}}
+        self.symbolic = float(symbolic)
+        self.stats: dict[str, Any] = {"generated": 0, "rejected": 0, "reasons": {}, "symbolic": 0,
+                                      "symbolic_fallback": 0}
 
     def ops(self) -> list[str]:
         """Op types this generator can emit."""
@@ -178,7 +183,61 @@ class Generator:
                 return self._reject(f"reference shape: {o.name} {list(np.shape(ref.f32[o.name]))} != inferred {dims}")
         if not self.allow_ub and undefined(model, ref.f32):
             return self._reject("undefined behaviour")
+        sym = self._symbolic(model, feeds, seed)
+        if sym is not None:
+            model, ref = sym
         return Case(model, feeds, seed, [n.op_type for n in model.graph.node], ref)
+
+    def _symbolic(self, model: onnx.ModelProto, feeds: dict[str, np.ndarray],
+                  seed: int) -> tuple[onnx.ModelProto, Any] | None:
+        """For a share ``self.symbolic`` of graphs: ``model`` with symbolic input dims, and
+        its reference values on the same ``feeds``; None to keep the static model.
+
+        Which dims: a random non-empty subset of the distinct concrete sizes > 1 of the
+        graph inputs; every input dim of a chosen size ``k`` becomes ``dim_param "dk"``. One
+        name per size keeps every equality the graph relies on (matching or broadcasting
+        dims, ONNX Broadcasting.md) provable from the declared types; sizes 1 stay static
+        (a 1 broadcasts; a symbol could not). Output types are inferred again (strict ONNX
+        shape inference, with data propagation) so they carry the symbols. The model must
+        pass the full checker and the reference evaluator must run it with the concrete
+        ``feeds`` giving the static model's output shapes; otherwise the static model is
+        kept (counted in ``stats["symbolic_fallback"]``), so a symbolic graph is valid by
+        construction and the static acceptance rule is unchanged.
+        """
+        rng = np.random.default_rng([seed, 0x5E])
+        if self.symbolic <= 0 or rng.random() >= self.symbolic:
+            return None
+        sizes = sorted({d.dim_value for i in model.graph.input for d in i.type.tensor_type.shape.dim
+                        if d.dim_value > 1})
+        if not sizes:
+            return None
+        chosen = {k for k in sizes if rng.random() < 0.5} or {sizes[int(rng.integers(len(sizes)))]}
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        for i in m.graph.input:
+            for d in i.type.tensor_type.shape.dim:
+                if d.dim_value in chosen:
+                    d.dim_param = f"d{d.dim_value}"  # the oneof clears dim_value
+        for o in m.graph.output:
+            o.type.tensor_type.ClearField("shape")
+        del m.graph.value_info[:]
+        try:
+            inferred = onnx.shape_inference.infer_shapes(m, strict_mode=True, data_prop=True)
+            types = {v.name: v.type for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+            for o in m.graph.output:
+                o.type.CopyFrom(types[o.name])
+            onnx.checker.check_model(m, full_check=True)
+            from compstack.explain.graph import reference_values
+
+            ref = reference_values(m, feeds)
+            for o in model.graph.output:
+                if np.shape(ref.f32[o.name]) != tuple(d.dim_value for d in o.type.tensor_type.shape.dim):
+                    raise ValueError(f"output {o.name}: shape changed")
+        except Exception:  # noqa: BLE001 - the symbolic variant does not hold: keep the static model
+            self.stats["symbolic_fallback"] += 1
+            return None
+        self.stats["symbolic"] += 1
+        return m, ref
 
     def _reject(self, why: str) -> Case | None:
         self.stats["rejected"] += 1

@@ -26,7 +26,7 @@ from compstack.fuzz.rewrite import REWRITES
 from compstack.fuzz.signature import normalise, read_known, signature, write_known
 from compstack.fuzz.specs import SPECS
 from compstack.fuzz.store import FuzzStore
-from compstack.fuzz.ub import integer_overflow
+from compstack.fuzz.ub import integer_overflow, zero_norm
 
 from conftest import TESTS
 
@@ -239,3 +239,15 @@ def test_ray_executor_gives_the_local_outcomes() -> None:
     assert [f["signature"] for f in remote["findings"]] == [f["signature"] for f in local["findings"]]
     assert remote["executor"]["workers"] == 2 and sum(remote["executor"]["hosts"].values()) == 3
     assert local["executor"] == {"name": "local"}
+
+
+def test_zero_norm_is_undefined() -> None:
+    """LpNormalization of an all-zero vector is 0/0: undefined, not a finding to blame."""
+    node = helper.make_node("LpNormalization", ["x"], ["y"], name="n0", axis=1)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    assert zero_norm(m, {"x": np.asarray([[0, 0, 0], [1, 2, 2]], np.float32)}) == [
+        "n0: LpNormalization of an all-zero vector (0/0)"]
+    assert zero_norm(m, {"x": np.asarray([[0, 0, 1], [1, 2, 2]], np.float32)}) == []
+    assert zero_norm(m, {"x": np.asarray([[0, 1, 0], [0, 2, 0]], np.float32)}) == []  # zero columns, axis 1 rows

@@ -157,13 +157,16 @@ def run_on_ray(c: Any, opts: Any, deadline: float, progress: Callable[[bool], No
         results: dict[int, dict[str, Any]] = {}
         hosts: dict[str, int] = {}
         i = nxt = 0
+        busy = 0.0  # the driver's own seconds: planning, packing, absorbing (not waiting)
         while active:
             more = time.monotonic() < deadline and (opts.max_graphs is None or i < opts.max_graphs)
             while more and len(flying) < PER_ACTOR * len(actors):
                 actor = min(actors, key=lambda a: load[id(a)])
+                t0 = time.perf_counter()
                 case, ref, rw = c.plan(i)
                 planned[i] = (case, ref, rw)
                 flying[actor.evaluate.remote(_job(case, ref, rw, active))] = (i, actor)
+                busy += time.perf_counter() - t0
                 load[id(actor)] += 1
                 i += 1
                 more = time.monotonic() < deadline and (opts.max_graphs is None or i < opts.max_graphs)
@@ -184,14 +187,17 @@ def run_on_ray(c: Any, opts: Any, deadline: float, progress: Callable[[bool], No
                     actors[actors.index(actor)] = fresh = actor_cls.remote(opts.timeout_s, opts.rtol, opts.atol)
                     load[id(fresh)] = load.pop(id(actor), 0)
             while nxt in results:  # in index order: the same dedup and numbering as locally
+                t0 = time.perf_counter()
                 res = results.pop(nxt)
                 case, ref, rw = planned.pop(nxt)
                 c.own["judge"] += res["judge_s"]
                 hosts[res["host"]] = hosts.get(res["host"], 0) + 1
                 c.absorb(case, ref, rw, res["rows"])
+                busy += time.perf_counter() - t0
                 nxt += 1
                 progress(opts.max_graphs is not None and nxt == opts.max_graphs)
         c.executor["hosts"] = hosts
+        c.executor["driver_s"] = busy
         for a in actors:
             try:
                 ray.get(a.close.remote(), timeout=30)

@@ -1153,7 +1153,13 @@ def bisect(model: str | None, **kw: Any) -> None:
               help="Share of graphs also run as a semantically equal rewrite.")
 @click.option("--timeout", type=_Finite(1, 86400), default=60, show_default=True, help="Limit of one evaluation, s.")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="Where evaluations run.")
+              help="Where evaluations run: local (one graph at a time here) or ray (one Ray actor per worker).")
+@click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=None,
+              help="Ray actors evaluating graphs (--executor ray) [default: the cluster's CPUs].")
+@click.option("--ray-address", default=None,
+              help="Join this Ray cluster (auto, HOST:PORT) [default: start a local one].")
+@click.option("--symbolic-shapes", type=_Finite(0, 1), default=0.2, show_default=True,
+              help="Share of graphs whose inputs get symbolic dims (dim_param).")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), help="Bundles of the findings (DIR/NNNN).")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False), help="Print the campaign of a -o folder.")
 @click.option("--replay", "replay_dir", type=click.Path(file_okay=False), help="Rerun one finding's bundle.")
@@ -1178,8 +1184,8 @@ def fuzz(**kw: Any) -> None:
         sys.exit(report_command(kw["report_dir"], Path(kw["db"]) if kw["db"] else None))
     if kw["replay_dir"]:
         sys.exit(replay_command(kw["replay_dir"], kw["timeout"], kw["as_json"]))
-    if kw["executor"] == "ray":
-        raise UserError("--executor ray: not available yet (compstack has no Ray executor); use --executor local")
+    if kw["executor"] != "ray" and (kw["n_jobs"] or kw["ray_address"]):
+        raise UserError(f"{'--jobs' if kw['n_jobs'] else '--ray-address'}: only with --executor ray")
     if kw["ops"]:
         try:
             re.compile(kw["ops"])
@@ -1190,7 +1196,8 @@ def fuzz(**kw: Any) -> None:
     opts = CampaignOptions(registry.resolve(kw["targets_spec"]), kw["seed"], parse_duration(kw["budget"], "--time"),
                            kw["max_graphs"], kw["max_nodes"], parse_dtypes(kw["dtypes"]), kw["ops"],
                            kw["allow_ub"], Path(kw["out_dir"]) if kw["out_dir"] else None, kw["timeout"],
-                           kw["equivalence"], not kw["no_reduce"])
+                           kw["equivalence"], not kw["no_reduce"], symbolic_shapes=kw["symbolic_shapes"],
+                           executor=kw["executor"], workers=kw["n_jobs"], ray_address=kw["ray_address"])
     if opts.out_dir:
         _probe_dir(opts.out_dir, f"-o {opts.out_dir}: folder not writable")
     db = config.settings(db=kw["db"]).db

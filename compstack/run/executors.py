@@ -341,8 +341,9 @@ def open_executor(choice: "str | Executor", isolate: bool = True) -> tuple[Execu
 
     Args:
         choice: an :class:`Executor` (the caller's: reused across commands, not closed
-            here), an executor name, or ``""`` for the default: ``process``, or
-            ``inline`` when ``isolate`` is False (``--no-isolate``).
+            here), an executor name, or ``""`` for the default: ``inline`` when
+            ``isolate`` is False (``--no-isolate``), else the ``COMPSTACK_EXECUTOR``
+            environment variable when set (``process`` or ``pool``), else ``process``.
         isolate: False asks for ``inline`` when ``choice`` is ``""``.
 
     Raises:
@@ -350,4 +351,11 @@ def open_executor(choice: "str | Executor", isolate: bool = True) -> tuple[Execu
     """
     if isinstance(choice, Executor):
         return choice, False
-    return make_executor(choice or ("process" if isolate else "inline")), True
+    if not choice:
+        choice = (os.environ.get("COMPSTACK_EXECUTOR", "") or "process") if isolate else "inline"
+    try:
+        return make_executor(choice), True
+    except ValueError as exc:
+        if choice == os.environ.get("COMPSTACK_EXECUTOR"):
+            raise ValueError(f"COMPSTACK_EXECUTOR: {exc}") from None
+        raise

@@ -31,7 +31,7 @@ from compstack.core.procs import child_kwargs, python_module_argv, run_tempdir, 
 __all__ = ["WorkerProcess", "Reply", "run_pool"]
 
 
-_WHAT = {"compstack.conformance.worker": "conformance worker", "compstack.run.worker": "pool worker"}
+_WHAT = {"compstack.run.worker": "pool worker", "compstack.explain.worker": "explain worker"}
 
 
 class WorkerProcess:
@@ -46,7 +46,7 @@ class WorkerProcess:
         args: the worker's arguments (default: ``[spec_path]``).
     """
 
-    def __init__(self, spec_path: Path, log_path: Path, module: str = "compstack.conformance.worker",
+    def __init__(self, spec_path: Path, log_path: Path, module: str = "compstack.run.worker",
                  env: dict[str, str] | None = None, args: list[str] | None = None) -> None:
         self.module = module
         self.args = [str(spec_path)] if args is None else list(args)

@@ -10,6 +10,7 @@ dump           :mod:`compstack.run.tasks.dump`             ``JobOutcome.stages``
 kernels        :mod:`compstack.run.tasks.kernels`          :class:`~compstack.run.tasks.kernels.Result`
 profile        :mod:`compstack.run.tasks.kernels`          :class:`~compstack.run.tasks.kernels.Result`
 conformance    :mod:`compstack.run.tasks.conformance`      :class:`~compstack.run.tasks.conformance.CaseResult`
+optest         :mod:`compstack.run.tasks.optest`           ``{"cells": [CaseResult...]}``
 =============  ==========================================  =====================================
 
 The executors (:mod:`compstack.run.executors`) never look at the kind: a task runs the
@@ -30,6 +31,7 @@ KINDS: dict[str, str] = {
     "kernels": "compstack.run.tasks.kernels",
     "profile": "compstack.run.tasks.kernels",
     "conformance": "compstack.run.tasks.conformance",
+    "optest": "compstack.run.tasks.optest",
 }
 
 

@@ -196,4 +196,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.modules.setdefault("compstack.run.worker", sys.modules[__name__])  # one module, for current_job_file()
     main()

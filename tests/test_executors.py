@@ -63,3 +63,16 @@ def test_job_is_json_and_unknown_names_are_errors(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="unknown job kind"):
         task("nope")
+
+
+def test_bad_executor_environment_variable_is_a_user_error(tmp_path: Path, mlp_onnx: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from compstack.core.config import settings
+    from compstack.core.errors import UserError
+    from compstack.run.session import CompareOptions, compare
+
+    monkeypatch.setenv("COMPSTACK_EXECUTOR", "thread")
+    source = cir.SourceModel(name="mlp", model=cir.load(mlp_onnx))
+    with pytest.raises(UserError, match="COMPSTACK_EXECUTOR: unknown executor 'thread'"):
+        compare(source, CompareOptions(targets=["ort-cpu"], cache=False),
+                settings(cache_dir=tmp_path / "cache", db=tmp_path / "db.sqlite"))

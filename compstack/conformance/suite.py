@@ -160,7 +160,7 @@ def run_suite(cases: Sequence[Case], cases_file: Path, target_names: Sequence[st
         summary = TargetSummary(tname)
         if on_target:
             on_target(tname, len(names))
-        spec = {"target_ref": entry.ref, "options": (target_options or {}).get(tname, {}),
+        spec = {"target": tname, "target_ref": entry.ref, "options": (target_options or {}).get(tname, {}),
                 "cases": str(cases_file), "cache_dir": str(cache_dir) if cache_dir else None}
         target_rows: list[dict[str, Any]] = []
 

@@ -2,7 +2,7 @@
 
 :func:`compare` writes the model once (canonical ONNX under the cache folder), makes
 the input sets, runs the reference, then each target in its own worker process
-(:mod:`compstack.run.runner`), compares outputs (:mod:`compstack.analysis.numerics`) and writes each
+(:mod:`compstack.run.executors`), compares outputs (:mod:`compstack.analysis.numerics`) and writes each
 result to the database as soon as it is known. A stack that crashes, hangs or runs out
 of memory costs its own row only.
 
@@ -32,7 +32,7 @@ from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.core.latency import LatencyConfig
 from compstack.analysis.opstats import op_stats
 from compstack.core.results import Report, Result, ResultsDB
-from compstack.run.runner import Limits, run_inline, run_isolated
+from compstack.run.executors import LOST as _LOST, Executor, Limits, open_executor
 from compstack.ops._registry import origins_for
 from compstack.core.procs import run_tempdir
 
@@ -65,6 +65,10 @@ class CompareOptions:
             None gives them the model as written (see :func:`stack_model_file`).
         threads: threads every stack is asked for (None: :func:`compstack.core.threads.default_threads`,
             the physical cores; 0: each stack's own default); see :mod:`compstack.core.threads`.
+        executor: where the jobs run (:func:`compstack.run.executors.open_executor`): an
+            executor name (``inline``, ``process``, ``pool``), an :class:`Executor` the
+            caller keeps (a sweep reuses one pool), or ``""``: ``process``, or ``inline``
+            without ``isolate``.
     """
 
     targets: list[str]
@@ -82,6 +86,7 @@ class CompareOptions:
     isolate: bool = True
     opset: int | None = None
     threads: int | None = None
+    executor: str | Executor = ""
 
 
 def model_file(source: cir.SourceModel, cache_dir: Path) -> Path:
@@ -286,6 +291,12 @@ def compare(
         shutil.rmtree(work, ignore_errors=True)
         raise
     ref_name, ref_opts = _pick_reference(source, options.reference)
+    try:
+        executor, owned = open_executor(options.executor, options.isolate)
+    except ValueError as exc:
+        db.close()
+        shutil.rmtree(work, ignore_errors=True)
+        raise UserError(str(exc)) from None
     report = Report(
         model={"name": source.name, "fingerprint": source.fingerprint, "nodes": stats.nodes,
                "params": stats.params, "flops": stats.flops, "origin": source.origin,
@@ -313,7 +324,7 @@ def compare(
         def run(name: str, opts: Mapping[str, str], latency: bool) -> JobOutcome:
             job = Job(target=name, target_ref=_ref_of(name), workdir=str(work / name), options=dict(opts),
                       latency=vars(options.latency) if latency and options.latency else None, **common)
-            outcome = run_isolated(job, options.limits) if options.isolate else run_inline(job)
+            outcome = executor.run(job, options.limits)
             _keep_numerics_of_latency_fault(outcome)
             outcome.extra["outputs"] = _load_outputs(job) if outcome.status == "ok" else None
             return outcome
@@ -347,6 +358,8 @@ def compare(
     finally:
         db.run_status(report, status)
         db.close()
+        if owned:
+            executor.close()
         shutil.rmtree(work, ignore_errors=True)
     if save_outputs is not None:
         save_npz(save_outputs, saved)
@@ -384,10 +397,6 @@ def _make_input_sets(source: cir.SourceModel, options: CompareOptions) -> tuple[
         return input_sets(model_inputs, count, options.seed, first, ranges, options.shapes), origin
     except MemoryError:
         raise UserError("the requested input shapes do not fit in memory; check --input-shape") from None
-
-
-#: Statuses the runner gives a worker it lost (killed or died) rather than one that reported.
-_LOST = ("crashed", "timeout", "oom")
 
 
 def _keep_numerics_of_latency_fault(outcome: JobOutcome) -> None:

@@ -28,14 +28,16 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load lazily
                                explain_feeds, explain_model, kernels, load_model, lower, profile, resolve_target,
                                resolve_targets, run_conformance, target_rows, validate_target_options)
 
-_API = (
+__all__ = [
+    "__version__", "targets",
     "CompareOptions", "DumpResult", "KernelsOptions", "LatencyConfig", "Limits", "LowerOptions", "Report",
     "Result", "SourceModel", "Target", "TargetKernels",
     "compare", "default_memory_mb", "dump", "explain_feeds", "explain_model", "kernels", "load_model", "lower",
     "profile", "resolve_target", "resolve_targets", "run_conformance", "target_rows", "validate_target_options",
-)
+]
 
-__all__ = ["__version__", "targets", *_API]
+#: The names :mod:`compstack.api` defines (everything in ``__all__`` but the version and the registry).
+_API = frozenset(__all__) - {"__version__", "targets"}
 
 
 def __getattr__(name: str) -> Any:

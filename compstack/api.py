@@ -146,7 +146,7 @@ def _add_framework_row(targets: list[str], spec: str, framework: str) -> None:
         targets.append(framework)
 
 
-def compare(model: ModelLike, targets: str | Sequence[str] = "cpu", *, options: CompareOptions | None = None,
+def compare(model: ModelLike, targets: str | Sequence[str] | None = None, *, options: CompareOptions | None = None,
             cache_dir: PathLike | None = None, db: PathLike | None = None,
             save_inputs: PathLike | None = None, save_outputs: PathLike | None = None,
             on_start: Callable[[str], None] | None = None,
@@ -158,7 +158,7 @@ def compare(model: ModelLike, targets: str | Sequence[str] = "cpu", *, options: 
         model: see :func:`load_model` (a ``file.py`` JAX program that does not import still
             runs its native path).
         targets: names or aliases (``"cpu"``, ``"ort-cpu,tvm-llvm"``, ``["xla-cpu"]``);
-            they replace ``options.targets``.
+            they replace ``options.targets`` [default: ``options.targets``, else ``"cpu"``].
         options: seed, inputs, tolerances, latency protocol (``latency=None`` skips timing),
             limits, target options, threads; see :class:`CompareOptions`.
         cache_dir, db: cache folder and results database [default: ``COMPSTACK_CACHE_DIR``,
@@ -178,6 +178,8 @@ def compare(model: ModelLike, targets: str | Sequence[str] = "cpu", *, options: 
     from compstack import targets as registry
     from compstack.run.session import compare as run_compare
 
+    if targets is None:
+        targets = list(options.targets) if options is not None and options.targets else "cpu"
     spec = targets if isinstance(targets, str) else ",".join(targets)
     names = registry.resolve(spec)
     opts = CompareOptions(targets=names) if options is None else options

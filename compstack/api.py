@@ -38,8 +38,9 @@ __all__ = [
 ]
 
 #: A model: a spec (``zoo:NAME``, ``file.onnx``, ``file.py:function``), a path, or an imported model.
-ModelLike = str | os.PathLike[str] | SourceModel
-PathLike = str | os.PathLike[str]
+ModelLike = str | Path | SourceModel
+#: A file or folder name.
+PathLike = str | Path
 
 
 def default_memory_mb() -> int:
@@ -382,7 +383,8 @@ def run_conformance(targets: str | Sequence[str] = "cpu", *, pattern: str | None
     report = suite.run_suite(cases, cases_path(cfg.cache_dir), names, workers=workers or os.cpu_count() or 1,
                              timeout=timeout_s, cache_dir=cfg.cache_dir if cache else None,
                              xfail_dir=Path(xfail_dir) if xfail_dir else suite.DEFAULT_XFAIL_DIR,
-                             update_xfail=update_xfail, target_options=topts, on_result=on_result,
+                             update_xfail=update_xfail, target_options={k: dict(v) for k, v in topts.items()},
+                             on_result=on_result,
                              on_target=on_target,
                              selection={"filter": pattern, "sample": sample, "seed": seed,
                                         "total_available": len(all_cases)})

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from compstack.cli.common import check_writable_file, compare_options, exit_for, load_source, resolve_one
-from compstack.cli.options import ModelFlags, RunFlags, junit_option, model_options, run_options, targets_option
+from compstack.cli.options import ModelFlags, RunFlags, junit_option, model_options, run_options, target_option, targets_option
 
 __all__ = ["compare", "run", "run_compare"]
 
@@ -72,7 +72,7 @@ def compare(model: str | None, targets_spec: str, model_flags: ModelFlags, run_f
 
 @click.command(short_help="Run a model on one target: outputs, numerics, latency.")
 @click.argument("model")
-@click.option("--target", "target", required=True, help="One target; see `compstack targets`.")
+@target_option()
 @model_options
 @run_options
 def run(model: str, target: str, model_flags: ModelFlags, run_flags: RunFlags) -> None:

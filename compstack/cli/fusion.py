@@ -14,7 +14,7 @@ import click
 
 from compstack.cli.common import check_writable_file, load_source, probe_dir, resolve_one, target_options
 from compstack.cli.options import (KernelJobFlags, kernel_job_options, min_runs_option, min_time_option,
-                                   threads_option, warmup_option)
+                                   target_option, targets_option, threads_option, warmup_option)
 from compstack.core.errors import UserError
 
 __all__ = ["BAD_STATUSES", "ProfileFlags", "fusion", "fusion_command", "profile", "profile_command"]
@@ -179,8 +179,7 @@ def _kernel_flags(job: KernelJobFlags) -> dict[str, dict[str, str]]:
 
 @click.command(short_help="Kernels of each target mapped to the source graph; fusion groups compared.")
 @click.argument("model")
-@click.option("--targets", "targets_spec", default="cpu", show_default=True,
-              help="Comma-separated targets or aliases (cpu, all).")
+@targets_option("Comma-separated targets or aliases (cpu, all).")
 @click.option("--missed", is_flag=True, help="List producer->consumer pairs fused by one target and not another.")
 @click.option("--by-node", is_flag=True, hidden=True)
 @kernel_job_options
@@ -199,8 +198,8 @@ def fusion(model: str, targets_spec: str, missed: bool, by_node: bool, job_flags
 
 @click.command(short_help="Per-kernel time from each stack's own profiler, mapped to the source graph.")
 @click.argument("model")
-@click.option("--target", "target", help="One target.")
-@click.option("--targets", "targets_spec", help="Comma-separated targets or aliases (cpu, all) [default: cpu].")
+@target_option(required=False, help="One target.")
+@targets_option("Comma-separated targets or aliases (cpu, all) [default: cpu].", default=None)
 @click.option("--by-node", is_flag=True, help="Each source node's share of the time on each target.")
 @click.option("--export-model-explorer", "explorer_dir", type=click.Path(file_okay=False),
               help="Write Model Explorer node-data files (per-node time, kernel per target) to this folder.")

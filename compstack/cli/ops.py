@@ -118,7 +118,7 @@ def _parse_attrs(items: Sequence[str]) -> dict[str, Any]:
 
 @ops.command("test", short_help="Run a custom op on every stack against its NumPy reference.")
 @click.argument("name")
-@click.option("--targets", "targets_spec", default=None,
+@click.option("--targets", "targets_spec", default=None,  # an explicit None: `ops test` picks its own five
               help="Comma-separated targets [default: ort-cpu,tvm-llvm,iree-llvm-cpu,xla-cpu,inductor-cpu].")
 @click.option("--attr", "attrs", multiple=True, metavar="NAME=VALUE", help="An attribute value (repeatable).")
 @seed_option("Seed of the random inputs.")

@@ -102,9 +102,10 @@ def seed_option(help: str = "Seed of generated inputs.") -> Decorator:
 
 
 def targets_option(help: str, default: str | None = "cpu") -> Decorator:
-    """``--targets SPEC`` (the value is named ``targets_spec``)."""
+    """``--targets SPEC`` (the value is named ``targets_spec``); ``default=None`` gives it no
+    default (the command then reads None and says what it falls back to)."""
     if default is None:
-        return click.option("--targets", "targets_spec", default=None, help=help)
+        return click.option("--targets", "targets_spec", help=help)
     return click.option("--targets", "targets_spec", default=default, show_default=True, help=help)
 
 
@@ -340,7 +341,7 @@ class ExplainFlags:
 def explain_options(f: F) -> F:
     """``--targets --keep --time-budget --timeout --rtol --atol --json`` as ``explain_flags: ExplainFlags``."""
     return _group(ExplainFlags, "explain_flags", [
-        click.option("--targets", "targets_spec", help="Comma-separated targets or aliases to explain."),
+        targets_option("Comma-separated targets or aliases to explain.", default=None),
         click.option("--keep", help="The property to keep, e.g. 'xla-cpu!=ref,ort-cpu==ref' "
                                     "[default: the first wrong target !=ref]."),
         click.option("--time-budget", help="Stop reducing after this long (90s, 10m, 1h) [default: no limit]."),

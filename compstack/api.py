@@ -5,8 +5,9 @@
 The CLI (:mod:`compstack.cli`) is a thin layer over these functions: it parses flags into
 the option dataclasses below and prints what they return.
 
-No function here imports a compiler stack itself; a stack is imported when one of its
-targets runs (in a worker process unless an ``isolate=False`` option says otherwise).
+A stack is imported when one of its targets runs, in a worker process (unless an
+``isolate=False`` option says otherwise); only :func:`target_rows` (and resolving a target's
+options) imports stacks in this process, to ask them about themselves.
 Bad input raises :class:`~compstack.core.errors.UserError` with a one-line message.
 """
 

@@ -75,7 +75,7 @@ def test_callers_rebuild_their_corrupt_entries(tmp_path: Path) -> None:
     """Canonical models, stage texts, conformance failure records and peaks: a flipped
     byte is found by the caller's read and the entry rebuilt or dropped."""
     from compstack.analysis.fusion.roofline import Peak, machine_peak
-    from compstack.conformance.worker import _known_failure, _record_failure
+    from compstack.run.tasks.conformance import _known_failure, _record_failure
     from compstack.core.errors import UnsupportedError
     from compstack.core.store import ArtifactCache, host_id
     from compstack.run.session import model_file

@@ -440,3 +440,23 @@ def test_iree_precision_knob_is_a_flag_iree_compile_accepts(tmp_path) -> None:  
     assert done.returncode == 0, done.stderr[-2000:]
     row = json.loads(done.stdout)["results"][0]
     assert row["status"] == "ok" and knob in json.dumps(row)
+
+
+def test_inductor_names_its_config_switches_and_turns_them_off() -> None:
+    from torch._dynamo.utils import counters
+
+    from compstack.core import ir as cir
+    from compstack.targets.inductor.target import PASS_SWITCHES, InductorCpuTarget, InductorOptions
+
+    w = numpy_helper.from_array(np.ones((16, 4), np.float32), "w")
+    b = numpy_helper.from_array(np.ones((4,), np.float32), "b")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["z"])]
+    graph = helper.make_graph(nodes, "mm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 4])], [w, b])
+    model = cir.canonicalize(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), source="mm")
+    applied = InductorCpuTarget().applied_passes(model)
+    assert "pattern_matcher" in applied and set(applied) <= set(PASS_SWITCHES)  # mm + bias -> addmm fired
+    off = InductorCpuTarget(InductorOptions(disable_config=("pattern_matcher",)))
+    assert "pattern_matcher" not in off.applied_passes(model)
+    assert counters["inductor"].get("pattern_matcher_count", 0) == 0  # switched off: nothing rewritten
+    assert InductorOptions(disable_config=("nosuch",)).validate().startswith("disable_config=nosuch")

@@ -14,9 +14,11 @@ checking whether the discrepancy is still there:
    generation or runtime.
 3. **which pass**: where the stack switches passes off by name (``Target.pass_option``:
    ORT ``disabled_optimizers``, TVM ``disabled_passes`` -> ``PassContext(disabled_pass)``,
-   XLA ``disable_hlo_passes`` -> ``xla_disable_hlo_passes``) and says which passes changed
-   the model (``Target.applied_passes``: ORT's own log of each graph transformer that
-   modified the graph, TVM's pass instrument, XLA's per-pass dump), each such pass is
+   XLA ``disable_hlo_passes`` -> ``xla_disable_hlo_passes``, Inductor ``disable_config`` ->
+   ``torch._inductor.config`` switches) and says which passes changed the model
+   (``Target.applied_passes``: ORT's own log of each graph transformer that modified the
+   graph, TVM's pass instrument, XLA's per-pass dump, Inductor's pattern-matcher counter
+   and its switches that were on), each such pass is
    switched off alone, in the order the stack applied them; the one whose removal makes
    the result agree is named.
 4. **precision knobs** (``Target.precision_knobs``: IREE's FP-reduction reassociation,

@@ -76,7 +76,8 @@ class Capture:
         note = "(backend=aot_eager: no Inductor code generation)\n"
         return [note], [note]
 
-    def compile(self, record: bool, freezing: bool, mode: str = "default") -> tuple[list[str], list[str]]:
+    def compile(self, record: bool, freezing: bool, mode: str = "default",
+                config_patches: dict[str, Any] | None = None) -> tuple[list[str], list[str]]:
         """Run Inductor on the captured graph; returns (post-grad graphs, output code).
         Without a graph (a program with no tensor computation) there is nothing to do."""
         if self.graph is None:
@@ -100,7 +101,7 @@ class Capture:
         from torch._inductor import list_mode_options
 
         patches = {"post_grad_custom_post_pass": RecordPostGrad(), "freezing": freezing,
-                   **(list_mode_options(mode) if mode != "default" else {})}
+                   **(list_mode_options(mode) if mode != "default" else {}), **(config_patches or {})}
         if record:
             patches["force_disable_caches"] = True
         import torch._guards

@@ -46,7 +46,8 @@ class InductorLowered(Lowered):
 
             store = use_store(target.cache_root)  # None: --no-cache, or not private: caches off
             post, codes = self.capture.compile(target.record_stages or store is None,
-                                               bool(target.options.freezing), target.options.mode)
+                                               bool(target.options.freezing), target.options.mode,
+                                               target.config_patches())
             from compstack.targets.common.twopath import seal_cache_dir
 
             seal_cache_dir(store)

@@ -62,19 +62,44 @@ class InductorOptions(PathOptions):
         backend: ``inductor``, or ``aot_eager`` (TorchDynamo's debug backend: the same
             captured graph through AOTAutograd's decompositions, run eagerly without
             Inductor's code generation; what ``compstack explain`` compares against).
+        disable_config: Inductor optimisations to switch off for this compile, by the
+            names of :data:`PASS_SWITCHES` (each a ``torch._inductor.config`` switch);
+            ``compstack explain`` searches them one by one to name the one at fault.
     """
 
     freezing: bool = False
     mode: str = "default"
     backend: str = "inductor"
+    disable_config: tuple[str, ...] = ()
 
     def validate(self) -> str:
+        unknown = [n for n in self.disable_config if n not in PASS_SWITCHES]
+        if unknown:
+            return f"disable_config={unknown[0]}: expected some of {', '.join(PASS_SWITCHES)}"
         if self.mode not in _MODES:
             return f"mode={self.mode}: expected one of {', '.join(_MODES)}"
         if self.backend not in ("inductor", "aot_eager"):
             return f"backend={self.backend}: expected inductor or aot_eager"
         return super().validate()
 
+
+#: Inductor's optimisations that a ``torch._inductor.config`` switch turns off (name ->
+#: (config key, value that turns it off)); all on by default in torch 2.13
+#: (``torch/_inductor/config.py``). ``fusion`` is the scheduler's fusion of kernels
+#: (``max_fusion_size=1``: no kernel takes a second node).
+PASS_SWITCHES: dict[str, tuple[str, Any]] = {
+    "pattern_matcher": ("pattern_matcher", False),  # pre/post-grad FX rewrites (mm+add -> addmm, ...)
+    "joint_graph_constant_folding": ("joint_graph_constant_folding", False),
+    "split_cat_fx_passes": ("split_cat_fx_passes", False),
+    "batch_fusion": ("batch_fusion", False),
+    "split_reductions": ("split_reductions", False),
+    "reorder_for_locality": ("reorder_for_locality", False),
+    "epilogue_fusion": ("epilogue_fusion", False),
+    "loop_ordering_after_fusion": ("loop_ordering_after_fusion", False),
+    "shape_padding": ("shape_padding", False),
+    "comprehensive_padding": ("comprehensive_padding", False),
+    "fusion": ("max_fusion_size", 1),
+}
 
 #: ``torch.compile`` modes of ``--option inductor-cpu:mode=...`` ("reduce-overhead" is CUDA graphs only).
 _MODES = ("default", "max-autotune", "max-autotune-no-cudagraphs")
@@ -100,6 +125,8 @@ class InductorCpuTarget(TwoPathTarget):
     needs_torch: ClassVar[bool] = True
     #: TorchDynamo's ``aot_eager`` backend: the captured graph without Inductor.
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"backend": "aot_eager"}}
+    #: Inductor's optimisations are config switches, turned off by name (:data:`PASS_SWITCHES`).
+    pass_option: ClassVar[str] = "disable_config"
     native_framework: ClassVar[str] = "torch"
     table_module: ClassVar[str] = "compstack.translate.fx"
 
@@ -132,6 +159,32 @@ class InductorCpuTarget(TwoPathTarget):
                              "summary": f"Inductor {self.options.mode}: candidate kernels benchmarked at compile "
                                         "(the time is inside compile s)"}
         return out
+
+    def applied_passes(self, model: ir.Model) -> list[str]:
+        """The :data:`PASS_SWITCHES` that were on when ``model`` compiled, in pipeline
+        order (FX passes, then the scheduler's). Inductor keeps a record only of its
+        pattern matcher (``torch._dynamo.utils.counters["inductor"]["pattern_matcher_count"]``):
+        it is listed only when it rewrote something; the others are listed when switched on.
+        One compile, with Inductor's caches off (a cache hit runs no pass)."""
+        from torch._dynamo.utils import counters
+        from torch._inductor import config
+
+        counters["inductor"].clear()
+        with config.patch({"force_disable_caches": True}):
+            self.lower(model).compile()
+        hits = counters["inductor"].get("pattern_matcher_count", 0)
+        out = []
+        for name, (key, off) in PASS_SWITCHES.items():
+            if name in self.options.disable_config or getattr(config, key) == off:
+                continue
+            if name == "pattern_matcher" and not hits:
+                continue
+            out.append(name)
+        return out
+
+    def config_patches(self) -> dict[str, Any]:
+        """``torch._inductor.config`` values of ``disable_config`` (see :data:`PASS_SWITCHES`)."""
+        return {PASS_SWITCHES[n][0]: PASS_SWITCHES[n][1] for n in self.options.disable_config}
 
     @classmethod
     def apply_threads(cls, n: int) -> dict[str, Any]:

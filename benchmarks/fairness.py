@@ -69,7 +69,8 @@ def _tuning(row: dict[str, Any]) -> str:
     tune_s, compile_s = t.get("tune_s"), row.get("compile_s")
     times = (f"; tune {tune_s:.1f} s" if isinstance(tune_s, (int, float)) else "") + \
         (f", compile {compile_s:.1f} s" if isinstance(compile_s, (int, float)) else "")
-    return f"  (tuned: {t.get('summary', '')}{times})"
+    cached = "; artifact from the cache (tuned when first compiled)" if row.get("cached") else ""
+    return f"  (tuned: {t.get('summary', '')}{times}{cached})"
 
 
 def _speedups(results: dict[tuple[str, str, int], dict[str, Any]], lo: int, hi: int) -> list[str]:
@@ -83,7 +84,7 @@ def _speedups(results: dict[tuple[str, str, int], dict[str, Any]], lo: int, hi: 
             continue
         ca, cb = a.get("ci95"), b.get("ci95")
         sig = ca and cb and (ca[1] < cb[0] or cb[1] < ca[0])
-        out.append(f"{model:<9} {label:<20} speed-up {lo}->{hi} threads: x{a['median'] / b['median']:.2f}  "
+        out.append(f"{model:<9} {label:<20} speed-up {lo}->{hi} threads: x{a['median'] / b['median']:.3g}  "
                    f"({'significant' if sig else 'not significant: CIs overlap'})")
     return out
 

@@ -295,3 +295,22 @@ def test_fusion_and_profile_rows_are_in_the_database(tmp_path: Path, isolated_en
     for r in rows:
         run = runs[r["run_id"]]
         assert run["command"] == r["command"] and run["status"] == "done" and run["ended"] >= run["started"]
+
+
+def test_prune_and_clear_never_touch_what_the_store_did_not_write(tmp_path: Path) -> None:
+    from compstack.core.store import Store
+
+    store = Store(tmp_path)
+    (tmp_path / "artifacts" / "ort-cpu" / "mine").mkdir(parents=True)
+    (tmp_path / "artifacts" / "ort-cpu" / "mine" / "notes.txt").write_text("mine")
+    (tmp_path / "models" / "x").mkdir(parents=True)
+    (tmp_path / "models" / "x" / "data.txt").write_text("mine")
+    (tmp_path / "roofline").mkdir()
+    (tmp_path / "roofline" / "notes.json").write_text('{"mine": 1}')
+    store.write_record("roofline", "peak", {"gflops": 1.0})
+    assert [e.key for e in store.entries()] == ["peak"]  # only what the store published
+    store.prune(max_bytes=0)
+    store.clear()
+    for f in ("artifacts/ort-cpu/mine/notes.txt", "models/x/data.txt", "roofline/notes.json"):
+        assert (tmp_path / f).read_text().startswith(("mine", '{"mine"')), f
+    assert not list(store.entries())

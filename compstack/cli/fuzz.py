@@ -107,8 +107,9 @@ def print_record(record: dict[str, Any]) -> None:
     con.print(ft)
 
 
-def report_command(folder: str, db_override: Path | None) -> int:
-    """Print the campaign whose findings are in ``folder`` (from the results database)."""
+def report_command(folder: str, db_override: Path | None, as_json: bool = False) -> int:
+    """Print the campaign whose findings are in ``folder`` (from the results database),
+    as rich tables or, with ``as_json``, as the JSON record."""
     from compstack.fuzz.store import FuzzStore
 
     path = Path(folder) / "campaign.json"
@@ -132,7 +133,10 @@ def report_command(folder: str, db_override: Path | None) -> int:
                     record["findings"] = stored
         finally:
             store.close()
-    print_record(record)
+    if as_json:
+        print(json.dumps(record, indent=1, default=str))
+    else:
+        print_record(record)
     return 0
 
 
@@ -187,7 +191,7 @@ def fuzz(targets_spec: str, budget: str, max_graphs: int | None, seed: int, ops:
     from compstack.core import config
 
     if report_dir:
-        sys.exit(report_command(report_dir, Path(db) if db else None))
+        sys.exit(report_command(report_dir, Path(db) if db else None, as_json))
     if replay_dir:
         sys.exit(replay_command(replay_dir, timeout, as_json))
     if executor != "ray" and (n_jobs or ray_address):

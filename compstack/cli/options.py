@@ -98,7 +98,8 @@ def opset_option() -> Decorator:
 
 def seed_option(help: str = "Seed of generated inputs.") -> Decorator:
     """``--seed N``."""
-    return click.option("--seed", type=int, default=0, show_default=True, help=help)
+    # numpy's generators take seeds >= 0; SQLite integers are 64-bit signed
+    return click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True, help=help)
 
 
 def targets_option(help: str, default: str | None = "cpu") -> Decorator:

@@ -42,10 +42,15 @@ class Settings:
 def settings(cache_dir: str | Path | None = None, db: str | Path | None = None) -> Settings:
     """Resolve settings from the arguments and the environment (read here only)."""
     env = os.environ
+    if cache_dir is not None and not str(cache_dir).strip():
+        from compstack.core.errors import UserError
+
+        raise UserError("--cache-dir: empty (give a folder; the current folder is never the store by default)")
     if cache_dir is None:
-        cache_dir = env.get("COMPSTACK_CACHE_DIR") or (
-            Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "compstack"
-        )
+        xdg = env.get("XDG_CACHE_HOME") or ""
+        # the XDG Base Directory spec: a relative $XDG_CACHE_HOME is invalid and ignored
+        base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+        cache_dir = env.get("COMPSTACK_CACHE_DIR") or (base / "compstack")
     if db is None:
         db = env.get("COMPSTACK_DB") or Path(".compstack") / "results.sqlite"
     try:

@@ -89,8 +89,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("ops", "ops", 1, False, "custom-op kernel libraries"),
     Kind("roofline", "roofline", 1, True, "measured peaks of this host"),
     Kind("tvm-tuning", "tvm-tuning", 1, False, "MetaSchedule tuning records (tvm-llvm tune_trials)"),
-    Kind("xla", "xla", 1, False, "compiled XLA programs"),
-    Kind("inductor", "inductor", 1, False, "compiled TorchInductor programs"),
+    Kind("xla", "jax-cache", 1, False, "JAX's persistent compilation cache (sealed <key>/ folders)"),
+    Kind("inductor", "inductor-cache", 1, False, "Inductor's FX graph / AOTAutograd caches (sealed <key>/ folders)"),
 )}
 
 _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
@@ -410,13 +410,14 @@ class Store:
                     yield from self._walk(spec, base, child, depth - 1, nested)
                 continue
             if spec.record:
-                if child.suffix != ".json" or not child.is_file():
+                if child.suffix != ".json" or not child.is_file() or not _is_record(child):
                     continue
                 stamp, k = child, str(child.relative_to(base))[:-5]
             else:
-                if not child.is_dir():
-                    continue
-                stamp, k = child / MANIFEST, str(child.relative_to(base))
+                seal = child.parent / f"{child.name}.seal.json"  # a stack's own cache folder, sealed by us
+                if not child.is_dir() or not ((child / MANIFEST).is_file() or seal.is_file()):
+                    continue  # not published by compstack (half-built, or not ours): never listed, never deleted
+                stamp, k = (child / MANIFEST if (child / MANIFEST).is_file() else seal), str(child.relative_to(base))
             try:
                 used = stamp.stat().st_mtime
             except OSError:
@@ -433,9 +434,10 @@ class Store:
         return out
 
     def remove(self, info: EntryInfo) -> None:
-        """Delete one listed entry."""
+        """Delete one listed entry (and the seal of a stack cache folder)."""
         if info.path.is_dir():
             shutil.rmtree(info.path, ignore_errors=True)
+            (info.path.parent / f"{info.path.name}.seal.json").unlink(missing_ok=True)
         else:
             try:
                 info.path.unlink()
@@ -576,3 +578,13 @@ class ArtifactCache:
             OSError: the entry could not be written.
         """
         return self.store.publish(staging, self.kind, f"{target}/{k}", files, meta)
+
+
+def _is_record(path: Path) -> bool:
+    """Whether ``path`` is a JSON record this store wrote (it carries ``_store``), so a
+    foreign ``.json`` in a record kind's folder is neither listed nor deleted."""
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("_store"), dict)

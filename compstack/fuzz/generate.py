@@ -110,7 +110,10 @@ class Generator:
     def one(self, seed: int) -> Case | None:
         """The graph of sub-seed ``seed``, or None when it was rejected (reason in ``stats``)."""
         if not self.specs:
-            raise RuntimeError("no op spec matches --ops/--dtypes")
+            from compstack.core.errors import UserError
+
+            raise UserError("--ops/--dtypes: no op spec matches (run with fewer filters; the specs are in "
+                            "compstack/fuzz/specs.py)")
         rng = np.random.default_rng(seed)
         b = Builder(rng, self.dtypes)
         b.pool.append(b.new_input(b.dtype(self.dtypes), b.shape()))

@@ -348,6 +348,7 @@ def open_executor(choice: "str | Executor", isolate: bool = True) -> tuple[Execu
 
     Raises:
         ValueError: an unknown executor name.
+        UserError: ``COMPSTACK_EXECUTOR`` names an unknown executor.
     """
     if isinstance(choice, Executor):
         return choice, False
@@ -357,5 +358,7 @@ def open_executor(choice: "str | Executor", isolate: bool = True) -> tuple[Execu
         return make_executor(choice), True
     except ValueError as exc:
         if choice == os.environ.get("COMPSTACK_EXECUTOR"):
-            raise ValueError(f"COMPSTACK_EXECUTOR: {exc}") from None
+            from compstack.core.errors import UserError
+
+            raise UserError(f"COMPSTACK_EXECUTOR: {exc}") from None  # bad input: one line in every command
         raise

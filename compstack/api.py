@@ -180,9 +180,20 @@ def compare(model: ModelLike, targets: str | Sequence[str] | None = None, *, opt
     from compstack import targets as registry
     from compstack.run.session import compare as run_compare
 
-    if targets is None:
-        targets = list(options.targets) if options is not None and options.targets else "cpu"
+    from compstack.core.errors import UserError
+
+    if options is not None and not isinstance(options, CompareOptions):
+        raise UserError(f"compare: options must be a CompareOptions, not {type(options).__name__}")
+    if targets is None and options is not None and options.targets:
+        targets = options.targets if isinstance(options.targets, str) else list(options.targets)
+    targets = "cpu" if targets is None else targets
+    if not isinstance(targets, str) and not (isinstance(targets, Sequence)
+                                             and all(isinstance(t, str) for t in targets)):
+        raise UserError(f"compare: targets must be a name, a comma-separated string or a list of names, "
+                        f"not {targets!r}")
     spec = targets if isinstance(targets, str) else ",".join(targets)
+    if options is not None:
+        _check_compare_options(options)
     names = registry.resolve(spec)
     opts = CompareOptions(targets=names) if options is None else options
     if opts.reference not in ("auto", "reference"):
@@ -200,6 +211,27 @@ def compare(model: ModelLike, targets: str | Sequence[str] | None = None, *, opt
     return run_compare(source, opts, cfg, on_start=on_start, on_result=on_result,
                        save_outputs=Path(save_outputs) if save_outputs else None,
                        save_inputs=Path(save_inputs) if save_inputs else None)
+
+
+def _check_compare_options(opts: CompareOptions) -> None:
+    """What the CLI's option types check, for options built in Python: tolerances >= 0 and
+    a latency protocol that times at least one run.
+
+    Raises:
+        UserError: naming the field and value.
+    """
+    from compstack.core.errors import UserError
+
+    for name in ("rtol", "atol"):
+        value = getattr(opts, name, None)
+        if value is not None and not (isinstance(value, (int, float)) and value >= 0):
+            raise UserError(f"CompareOptions.{name}={value!r}: a tolerance is a number >= 0")
+    lat = getattr(opts, "latency", None)
+    if lat is not None:
+        for name, low in (("warmup", 0), ("min_runs", 1), ("max_runs", 1), ("min_time_s", 0)):
+            value = getattr(lat, name, None)
+            if value is not None and value < low:
+                raise UserError(f"LatencyConfig.{name}={value!r}: at least {low}")
 
 
 @dataclass

@@ -152,3 +152,16 @@ def test_readme_from_python_example_runs(env: Path) -> None:
         assert cols[1] == "ok", proc.stdout
         assert 0 <= float(cols[-1]) < 1e-4, proc.stdout  # measured max abs error vs float64
     assert lines[-1].startswith("['reference', 'ort-cpu'"), lines[-1]
+
+
+def test_options_built_in_python_are_checked_like_the_flags(tmp_path) -> None:  # noqa: ANN001
+    import compstack
+    from compstack.core.errors import UserError
+
+    for kwargs, message in (({"targets": 123}, "targets must be"),
+                            ({"options": {"targets": ["ort-cpu"]}}, "must be a CompareOptions"),
+                            ({"options": compstack.CompareOptions(targets=["ort-cpu"], rtol=-1.0)}, "rtol=-1.0"),
+                            ({"options": compstack.CompareOptions(
+                                targets=["ort-cpu"], latency=compstack.LatencyConfig(min_runs=0))}, "min_runs=0")):
+        with pytest.raises(UserError, match=message.replace("(", r"\(")):
+            compstack.compare(str(tmp_path / "never-loaded.onnx"), **kwargs)

@@ -460,3 +460,21 @@ def test_inductor_names_its_config_switches_and_turns_them_off() -> None:
     assert "pattern_matcher" not in off.applied_passes(model)
     assert counters["inductor"].get("pattern_matcher_count", 0) == 0  # switched off: nothing rewritten
     assert InductorOptions(disable_config=("nosuch",)).validate().startswith("disable_config=nosuch")
+
+
+def test_a_failure_only_with_symbolic_dims_is_kept_symbolic_and_reduced() -> None:
+    """A real TVM failure found by the fuzzer (finding 0001 of a symbolic-shape campaign):
+    Cast+Mod(fmod=1) on an input with dynamic dims fails to compile; with static shapes it
+    compiles. Pieces keep the graph input's dim_params only with ``keep_symbolic``."""
+    w = numpy_helper.from_array(np.arange(10, dtype=np.int64).reshape(5, 1, 2) + 1, "w")
+    nodes = [helper.make_node("Cast", ["x"], ["c"], to=TensorProto.INT64),
+             helper.make_node("Mod", ["c", "w"], ["z"], fmod=1)]
+    graph = helper.make_graph(nodes, "sym", [helper.make_tensor_value_info("x", TensorProto.BOOL, ["n", 1, "m"])],
+                              [helper.make_tensor_value_info("z", TensorProto.INT64, [5, 1, 2])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": np.array([False, False, True, False, False, True, True, False, True, True]).reshape(5, 1, 2)}
+    static = explain(model, feeds, ["tvm-llvm"], steps="reduce")
+    assert not static["found"]  # every piece static: TVM compiles it
+    sym = explain(model, feeds, ["tvm-llvm"], steps="reduce", keep_symbolic=True)
+    assert sym["found"] and sym["reduce"]["ops"] == ["Cast", "Mod"]
+    assert sym["status"]["tvm-llvm"]["status"] == "failed" and sym["status"]["tvm-llvm"]["stage"] == "compile"

@@ -91,7 +91,7 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
             keep: str | None = None, target_options: Mapping[str, Mapping[str, str]] | None = None,
             time_budget_s: float = math.inf, out_dir: Path | None = None, steps: str = "all",
             model_name: str = "model", timeout_s: float = 300.0, op_origins: Sequence[str] = (),
-            rtol: float = 1e-3, atol: float = 1e-5,
+            rtol: float = 1e-3, atol: float = 1e-5, keep_symbolic: bool = False,
             on_progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Explain why ``targets`` disagree with the reference (or each other) on a model.
 
@@ -109,6 +109,9 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
         timeout_s: limit per compile-and-run.
         op_origins: user custom-op declarations the workers import.
         rtol, atol: verdict tolerance.
+        keep_symbolic: graph inputs with symbolic dims (``dim_param``) keep them in every
+            compiled piece (only cut tensors become static), so a stack that fails only on
+            dynamic shapes is localised and reduced as such; by default pieces are static.
         on_progress: called with one line per step.
 
     Returns:
@@ -143,6 +146,9 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
                         f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
     report: dict[str, Any] = {"model": model_name, "nodes": len(proto.graph.node), "targets": targets,
                               "undefined": undefined_behaviour(proto, ref.f64)}
+    if keep_symbolic:
+        ref.symbolic_inputs = {vi.name: vi for vi in proto.graph.input
+                               if any(d.HasField("dim_param") for d in vi.type.tensor_type.shape.dim)}
     with Evaluator(timeout_s, list(op_origins)) as ev:
         ex = Explainer(proto, feeds, clauses, ev, {k: dict(v) for k, v in (target_options or {}).items()},
                        rtol, atol, t0 + time_budget_s, ref)
@@ -231,6 +237,8 @@ def _rebase(ex: Any, p: Any, simple: Any) -> Any:
 
     sub = Explainer(simple.model, simple.feeds, ex.clauses, ex.evaluator, ex.target_options, ex.rtol, ex.atol,
                     ex.deadline)
+    names = {i.name for i in simple.model.graph.input}
+    sub.ref.symbolic_inputs = {n: vi for n, vi in ex.ref.symbolic_inputs.items() if n in names}
     sub.all_targets = ex.all_targets
     sub.failure = dict(ex.failure)
     return sub

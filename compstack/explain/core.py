@@ -381,6 +381,8 @@ def simplify(explainer: Explainer, p: Piece) -> Simplified:
                             explainer.rtol, explainer.atol)
         except Exception:  # noqa: BLE001 - the reference cannot run the candidate: not taken
             return False
+        names = {i.name for i in m.graph.input}
+        sub.ref.symbolic_inputs = {n: vi for n, vi in explainer.ref.symbolic_inputs.items() if n in names}
         return sub.whole().holds
 
     opsets = {o.domain: o.version for o in model.opset_import}

@@ -14,7 +14,7 @@ Only the reference evaluator (NumPy, in this process) sees all intermediate valu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -64,6 +64,10 @@ class ReferenceValues:
     f64: dict[str, np.ndarray]
     f32: dict[str, np.ndarray]
     dtypes: dict[str, np.dtype]
+    #: Graph inputs whose declared type (with symbolic ``dim_param`` dims) pieces keep
+    #: instead of the reference value's static shape (``explain(..., keep_symbolic=True)``:
+    #: a stack that fails only on dynamic shapes keeps failing in every piece).
+    symbolic_inputs: dict[str, onnx.ValueInfoProto] = field(default_factory=dict)
 
     def feed(self, name: str) -> np.ndarray:
         """The value to feed for tensor ``name``: the float64 reference in the tensor's
@@ -140,7 +144,8 @@ def piece(proto: onnx.ModelProto, keep: Iterable[int], ref: ReferenceValues,
     Tensors the nodes read but do not produce become graph inputs (initializers stay
     initializers when the piece uses them); the outputs are ``outputs`` when given,
     else every produced tensor no kept node consumes plus original graph outputs.
-    Shapes and dtypes come from the reference values, so the piece is fully static.
+    Shapes and dtypes come from the reference values, so the piece is fully static, except
+    for graph inputs in ``ref.symbolic_inputs``, which keep their declared symbolic dims.
 
     Raises:
         KeyError: a tensor has no reference value (it was never computed).
@@ -158,7 +163,7 @@ def piece(proto: onnx.ModelProto, keep: Iterable[int], ref: ReferenceValues,
         outputs = [o for o in produced if o not in consumed_set or o in declared]
     graph = helper.make_graph(
         [nodes[i] for i in kept], name or f"{proto.graph.name or 'model'}_piece",
-        [_value_info(n, ref.feed(n)) for n in graph_inputs],
+        [ref.symbolic_inputs[n] if n in ref.symbolic_inputs else _value_info(n, ref.feed(n)) for n in graph_inputs],
         [_value_info(o, np.asarray(ref.f32[o])) for o in outputs],
         [inits[n] for n in dict.fromkeys(consumed) if n in inits],
     )

@@ -283,7 +283,7 @@ class _Campaign:
         try:
             rep = explain(case.model, case.feeds, [target], out_dir=folder, time_budget_s=self.o.explain_budget_s,
                           timeout_s=self.o.timeout_s, model_name=f"fuzz-{case.seed}", rtol=self.o.rtol,
-                          atol=self.o.atol)
+                          atol=self.o.atol, keep_symbolic=True)
         except Exception as exc:  # noqa: BLE001 - keep the unreduced finding, say why
             f.attribution = f"not reduced: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
             f.reproduced = False

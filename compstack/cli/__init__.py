@@ -278,8 +278,8 @@ def compare(model: str | None, targets_spec: str, **kw: Any) -> None:
     Exit status: 0 when every row is ok, unsupported or unavailable; 1 when a row is
     mismatch, failed, crashed, timeout or oom; 2 on bad input.
     """
-    from compstack.report.tables import print_report
     from compstack.frontends.sources import DEFAULT_MODEL
+    from compstack.report.tables import print_report
 
     _check_writable_file(kw["junit"], "--junit")
     report = _do_compare(model or DEFAULT_MODEL, targets_spec, kw)
@@ -465,8 +465,8 @@ def frontends(as_json: bool) -> None:
 def zoo(as_json: bool, cache_dir: str | None) -> None:
     """List the zoo models with their node and parameter counts (TensorFlow, Paddle and MindSpore
     models only where that framework is available: see `compstack frontends`)."""
-    from compstack.frontends import zoo as zoo_mod
     from compstack.core.config import settings
+    from compstack.frontends import zoo as zoo_mod
     from compstack.report.tables import print_zoo
 
     root = settings(cache_dir=cache_dir).cache_dir
@@ -497,8 +497,8 @@ def dump(model: str, target: str, stage_names: tuple[str, ...], all_passes: bool
     """Dump the IR of MODEL on TARGET: one stage to stdout, or every stage (and pass) to -o."""
 
     from compstack.core.config import settings
-    from compstack.run.dump import dump as run_dump
     from compstack.report.tables import print_pass_timing
+    from compstack.run.dump import dump as run_dump
     from compstack.run.runner import Limits
 
     name = _resolve_one(target)
@@ -572,11 +572,11 @@ def stages(target: str) -> None:
 def diff(a: str, b: str, stat: bool, as_json: bool, strip_locations: bool, rename: bool, elide_constants: bool,
          sort_unordered: bool, color: str, cache_dir: str | None, timeout: float) -> None:
     """Diff two IR dumps: files or MODEL@TARGET:STAGE specs. Exit 0 equal, 1 different, 2 error."""
-    from compstack.core.config import settings
-    from compstack.run.dump import resolve_text
     from compstack.analysis.irtext.irdiff import diff_texts
     from compstack.analysis.irtext.normalize import NormalizeOptions
+    from compstack.core.config import settings
     from compstack.report.tables import print_unified
+    from compstack.run.dump import resolve_text
     from compstack.run.runner import Limits
 
     cfg = settings(cache_dir=cache_dir)
@@ -1167,10 +1167,10 @@ def fuzz(**kw: Any) -> None:
     Exit status: 0 nothing new (or --report/--replay reproduces), 1 a new finding
     (--replay: does not reproduce), 2 bad input.
     """
-    from compstack.core import config
     from compstack import targets as registry
-    from compstack.cli.explain import parse_duration
     from compstack.cli import fuzz as fc
+    from compstack.cli.explain import parse_duration
+    from compstack.core import config
 
     if kw["report_dir"]:
         sys.exit(fc.report_command(kw["report_dir"], Path(kw["db"]) if kw["db"] else None))

@@ -18,8 +18,8 @@ BAD_STATUSES = ("failed", "crashed", "timeout", "oom")
 
 def _collect(source: Any, targets: list[str], profile: bool, kw: dict[str, Any], quiet: bool) -> list[Any]:
     from compstack.core.config import settings
-    from compstack.fusion.run import KernelsOptions, collect
     from compstack.core.latency import LatencyConfig
+    from compstack.fusion.run import KernelsOptions, collect
     from compstack.report.tables import Progress
     from compstack.run.runner import Limits
 
@@ -91,12 +91,12 @@ def profile_command(source_loader: Callable[[], Any], targets: list[str], by_nod
                     explorer_dir: Path | None, kw: dict[str, Any]) -> int:
     """``compstack profile``; returns the exit status (1 also when ``--by-node`` found no
     per-kernel times at all)."""
-    from compstack.core.config import settings
     from compstack.analysis.fusion.analysis import by_node as node_times
     from compstack.analysis.fusion.explorer import export
     from compstack.analysis.fusion.report import print_by_node, print_profile, print_summary, to_json
     from compstack.analysis.fusion.roofline import machine_peak
     from compstack.analysis.kernels import GraphIndex
+    from compstack.core.config import settings
 
     source = source_loader()
     rows = _collect(source, targets, True, kw, as_json)

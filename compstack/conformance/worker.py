@@ -92,8 +92,8 @@ def run_case(case: Case, target: Any, cache: Any, versions: dict[str, str],
     import onnx
     import onnx_ir as ir
 
-    from compstack.core.store import cache_key
     from compstack.core.errors import UnsupportedError
+    from compstack.core.store import cache_key
     from compstack.run.jobs import _first_line
 
     t0 = time.perf_counter()
@@ -197,8 +197,8 @@ def _cached(cache: Any, target: Any, key: str, model: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Worker entry point (see the module docstring)."""
-    from compstack.core.store import ArtifactCache
     from compstack.conformance.cases import read_cases
+    from compstack.core.store import ArtifactCache
     from compstack.run.jobs import load_target_class, prepare_worker
 
     spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())

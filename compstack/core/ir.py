@@ -15,9 +15,9 @@ import copy
 import functools
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -392,7 +392,7 @@ def upgrade_opset(proto: onnx.ModelProto, opset: int, source: str = "<model>") -
         return proto
     try:
         return onnx.version_converter.convert_version(proto, opset)
-    except Exception as exc:  # the converter raises bare RuntimeError/ValueError
+    except Exception as exc:  # noqa: BLE001 - the converter raises bare RuntimeError/ValueError
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"{source}: cannot convert opset {_ai_onnx_opset(proto)} -> {opset}: {first}") from None
 

@@ -89,8 +89,8 @@ def write_bundle(folder: Path, explainer: Any, p: Piece, report: dict[str, Any])
     Raises:
         OSError: the folder cannot be written.
     """
-    from compstack.core.version import __version__
     from compstack import targets as registry
+    from compstack.core.version import __version__
     from compstack.explain.repro import repro_script
 
     check_bundle_dir(folder)

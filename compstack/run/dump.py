@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from compstack.core import ir as cir
 from compstack import targets as registry
+from compstack.core import ir as cir
 from compstack.core.errors import UserError
 from compstack.core.integrity import check_manifest, write_manifest
+from compstack.core.procs import run_tempdir
+from compstack.ops._registry import origins_for
 from compstack.run.jobs import Job, JobOutcome, pack_sets, write_stages
 from compstack.run.runner import Limits, run_isolated
-from compstack.ops._registry import origins_for
-from compstack.core.procs import run_tempdir
 
 __all__ = ["DumpResult", "check_stages", "dump", "parse_spec", "resolve_text", "run_dump", "stage_list"]
 

@@ -22,7 +22,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from compstack.core.errors import CompstackError, ToolError, ToolTimeoutError, UnavailableError, UnsupportedError, UserError
+from compstack.core.errors import (
+    CompstackError,
+    ToolError,
+    ToolTimeoutError,
+    UnavailableError,
+    UnsupportedError,
+    UserError,
+)
 
 __all__ = ["Job", "JobOutcome", "execute", "STAGES", "pack_sets", "unpack_sets"]
 
@@ -409,8 +416,8 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
                      avail: Any) -> None:
     """lower → compile (or the cached artifact) → run → latency; ``lower -o`` writes
     stages and the artifact instead of running."""
-    from compstack.core.store import ArtifactCache, cache_key
     from compstack.core.latency import LatencyConfig, measure
+    from compstack.core.store import ArtifactCache, cache_key
 
     inputs = _load_sets(job.inputs_path)
     _check_dtypes(target, inputs[0] if inputs else {})

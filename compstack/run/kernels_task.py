@@ -21,8 +21,8 @@ def run_kernels_job(job: Any, target: Any, model: Any, outcome: Any, stage: Call
                     avail: Any) -> None:
     """Body of a ``kernels``/``profile`` job; a stack's exception propagates to
     :func:`compstack.run.jobs.execute`, which makes it the outcome."""
-    from compstack.run.jobs import _load_sets
     from compstack.core.latency import LatencyConfig
+    from compstack.run.jobs import _load_sets
 
     stage("lower")
     lowered = target.lower(model)

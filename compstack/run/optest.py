@@ -194,8 +194,8 @@ def run_target(name: str, op: CustomOp, attrs: Mapping[str, Any], seed: int = 0)
     kernel directly). Failures become cells; nothing raises for a stack's error."""
     if name == KERNEL:
         return _run_kernel_column(op, attrs, seed)
-    from compstack.core import ir as cir
     from compstack import targets as registry
+    from compstack.core import ir as cir
 
     cls = registry.get(name)
     avail = cls.availability()

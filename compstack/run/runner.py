@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from compstack.run.jobs import Job, JobOutcome
 from compstack.core.procs import child_kwargs, kill_group, python_module_argv, tree_rss_bytes
+from compstack.run.jobs import Job, JobOutcome
 
 __all__ = ["Limits", "run_isolated", "run_inline", "default_memory_mb"]
 

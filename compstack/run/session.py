@@ -23,20 +23,20 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from compstack.core import ir as cir
 from compstack import targets as registry
 from compstack.analysis.numerics import compare_outputs
+from compstack.analysis.opstats import op_stats
+from compstack.core import ir as cir
 from compstack.core.config import Settings
 from compstack.core.errors import UserError
-from compstack.core.integrity import check_manifest, write_manifest
 from compstack.core.inputs import check_feeds, input_sets, save_npz
-from compstack.run.jobs import Job, JobOutcome, pack_sets
+from compstack.core.integrity import check_manifest, write_manifest
 from compstack.core.latency import LatencyConfig
-from compstack.analysis.opstats import op_stats
-from compstack.core.results import Report, Result, ResultsDB
-from compstack.run.runner import Limits, run_inline, run_isolated
-from compstack.ops._registry import origins_for
 from compstack.core.procs import run_tempdir
+from compstack.core.results import Report, Result, ResultsDB
+from compstack.ops._registry import origins_for
+from compstack.run.jobs import Job, JobOutcome, pack_sets
+from compstack.run.runner import Limits, run_inline, run_isolated
 
 __all__ = ["CompareOptions", "StackModel", "compare", "model_file", "stack_model_file", "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
 
@@ -239,8 +239,8 @@ def _needs_common_ir(source: cir.SourceModel, name: str, opts: Mapping[str, str]
     if getattr(cls, "native_framework", "") == source.framework and opts.get("path", "auto") != "translated":
         return None
     return Result(target=name, status="unsupported", stage="import", error=source.import_error,
-                  notes=[f"{name} needs the common IR (ONNX), which could not be built; only a native "
-                         f"{source.framework} path runs this model"])
+                  notes=[(f"{name} needs the common IR (ONNX), which could not be built; only a native "
+                          f"{source.framework} path runs this model")])
 
 
 def _ref_of(name: str) -> str:

@@ -37,11 +37,11 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 import onnx_ir as ir
 
+from compstack.analysis.irtext._norm_mlir import elide_hex_constants, split_resources, strip_locations
 from compstack.core import ir as cir
 from compstack.core import tools
 from compstack.core.errors import ToolError, UnavailableError, UnsupportedError, UserError
 from compstack.core.inputs import contiguous
-from compstack.analysis.irtext._norm_mlir import elide_hex_constants, split_resources, strip_locations
 from compstack.targets.base import Availability, Compiled, Lowered, PassRecord, Target, TargetOptions
 
 __all__ = ["IreeLlvmCpuTarget", "IreeOptions", "IreeGpuOptions", "IreeVulkanTarget", "IreeCudaTarget",

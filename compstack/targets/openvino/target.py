@@ -122,7 +122,7 @@ class OpenVinoCpuTarget(Target):
         versions = {"openvino": release, "openvino-build": ov.__version__}
         try:
             devices = core().available_devices
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any start-up failure means "not available here"
             return Availability(False, f"openvino's Core does not start ({_first_line(exc)})", versions)
         if "CPU" not in devices:
             return Availability(False, f"this openvino lists no CPU device (devices: {', '.join(devices) or 'none'})",

@@ -18,7 +18,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from compstack.core.errors import (
     UnsupportedError,
     UserError,
 )
+
+if TYPE_CHECKING:
+    from compstack.targets.base import Target
 
 __all__ = ["Job", "JobOutcome", "execute", "STAGES", "pack_sets", "unpack_sets"]
 
@@ -173,7 +176,12 @@ def prepare_worker(cls: type) -> None:
         sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` raise ImportError
 
 
-def load_target_class(ref: str) -> type:
+def load_target_class(ref: str) -> type[Target]:
+    """The :class:`~compstack.targets.base.Target` subclass named by ``ref`` (``module:Class``).
+
+    Raises:
+        ImportError: the module does not import; AttributeError: it has no such class.
+    """
     module, _, cls = ref.partition(":")
     return getattr(importlib.import_module(module), cls)
 
@@ -224,8 +232,9 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
             load_origins(job.op_origins)
         _attach_source(job, target, model)
         outcome.flags = target.flags()
-        if getattr(target, "native_note", ""):
-            outcome.flags["native_note"] = target.native_note
+        native_note = getattr(target, "native_note", "")  # set by _attach_source when it replaced the path
+        if native_note:
+            outcome.flags["native_note"] = native_note
         outcome.flags["threads"] = threads
         if threads.get("requested") and not threads.get("honoured"):
             outcome.extra.setdefault("notes", []).append(
@@ -311,7 +320,7 @@ def _external_bytes(model: Any) -> int:
                if isinstance(v.const_value, ir.ExternalTensor))
 
 
-def _apply_threads(cls: type, n: int) -> dict[str, Any]:
+def _apply_threads(cls: type[Target], n: int) -> dict[str, Any]:
     """The stack's thread knob for ``n`` threads (see :meth:`compstack.targets.base.Target.apply_threads`),
     as the row's ``flags["threads"]``; ``n == 0`` leaves every stack at its own default."""
     if n <= 0:
@@ -424,7 +433,7 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
     if job.stages_dir:
         target.record_stages = True
     cacheable = job.cache_dir and target.cacheable and target.native is None
-    cache = ArtifactCache(Path(job.cache_dir) / "artifacts") if cacheable else None
+    cache = ArtifactCache(Path(job.cache_dir) / "artifacts") if cacheable and job.cache_dir else None
     key = cache_key(job.fingerprint, job.target, target.options.to_dict(), outcome.versions)
     compiled = None
     if cache is not None and job.stages_dir is None:
@@ -459,7 +468,7 @@ def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, sta
     outputs = compiled.run(inputs[0])
     from compstack.core.inputs import encode_arrays
 
-    np.savez(job.outputs_path, **encode_arrays(outputs))
+    np.savez(job.outputs_path, **encode_arrays(outputs))  # type: ignore[arg-type]  # numpy stubs: ** may bind allow_pickle
     if job.latency is not None and not getattr(target, "measures_latency", True):
         outcome.extra.setdefault("notes", []).append(
             "no latency: each run starts the framework's own process (seconds of import, not the model's time)")

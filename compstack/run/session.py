@@ -298,7 +298,7 @@ def compare(
         inputs={"seed": options.seed, "sets": len(sets), "source": origin,
                 "arrays": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in sets[0].items()}},
     )
-    expected = {v.name: v.dtype.numpy() for v in source.model.graph.outputs if v.dtype is not None}
+    expected = {v.name or "": v.dtype.numpy() for v in source.model.graph.outputs if v.dtype is not None}
     saved: dict[str, np.ndarray] = {}
     db.run_status(report, "running")
     status = "failed"
@@ -307,7 +307,7 @@ def compare(
         save_npz(inputs_path, pack_sets(sets))
         from compstack.core.threads import default_threads
 
-        common = dict(model_path=str(stack.path), fingerprint=stack.fingerprint, inputs_path=str(inputs_path),
+        common: dict[str, Any] = dict(model_path=str(stack.path), fingerprint=stack.fingerprint, inputs_path=str(inputs_path),
                       canonical_path=str(canonical) if canonical != stack.path else "",
                       cache_dir=str(settings.cache_dir) if options.cache else None, source=source.spec,
                       source_framework=source.framework, op_origins=origins_for(source.model),

@@ -94,6 +94,7 @@ class InductorCpuTarget(TwoPathTarget):
     torch_device: ClassVar[str] = "cpu"
     description: ClassVar[str] = "TorchInductor (torch.compile); native for PyTorch sources, translated otherwise"
     Options = InductorOptions
+    options: InductorOptions
     stage_names: ClassVar[tuple[str, ...]] = ("fx", "post-grad", "output-code")
     compiled_stages: ClassVar[tuple[str, ...]] = ("post-grad", "output-code")
     stage_suffix: ClassVar[dict[str, str]] = {"fx": ".py", "post-grad": ".txt", "output-code": ".py"}
@@ -114,7 +115,7 @@ class InductorCpuTarget(TwoPathTarget):
             import torch
         except ImportError:
             return Availability(False, "torch is not installed: pip install 'compstack[all]'")
-        versions = {"torch": torch.__version__}
+        versions = {"torch": str(torch.__version__)}  # TorchVersion is a str subclass
         try:
             versions["triton"] = importlib.metadata.version("triton")
         except importlib.metadata.PackageNotFoundError:
@@ -156,7 +157,7 @@ class InductorCpuTarget(TwoPathTarget):
         import torch
 
         path = self.chosen_path()
-        names = [v.name for v in model.graph.inputs if not v.is_initializer()]
+        names = [v.name or "" for v in model.graph.inputs if not v.is_initializer()]
         examples = [torch.from_numpy(np.array(a)).to(self.torch_device)
                     for a in example_arrays(model, self, lambda d: d in _SKIP)]
         if path == "native":
@@ -183,7 +184,7 @@ class InductorCpuTarget(TwoPathTarget):
         with torch.no_grad():
             optimized(*args, **kwargs)
         if capture.graph is None:  # nothing to compile: outputs are inputs or constants
-            stages = {"fx": _NO_GRAPH}
+            stages: dict[str, Any] = {"fx": _NO_GRAPH}
         else:
             stages = {"fx": lambda: capture.graph.print_readable(print_output=False)}
         return InductorLowered(self, model, stages, optimized, capture, pack, names, path)
@@ -310,6 +311,8 @@ class _Capture:
 class InductorLowered(Lowered):
     """The graph TorchDynamo captured, ready for Inductor."""
 
+    target: InductorCpuTarget
+
     def __init__(self, target: InductorCpuTarget, model: ir.Model, stages: dict[str, Any], optimized: Any,
                  capture: _Capture, pack: Callable[[list[Any]], Any], names: list[str], path: str) -> None:
         super().__init__(target, model, stages)
@@ -347,6 +350,8 @@ class InductorLowered(Lowered):
 
 class InductorCompiled(Compiled):
     """The ``torch.compile``'d program with Inductor's compiled graph in place."""
+
+    target: InductorCpuTarget
 
     artifact_files = ("output_code.py",)
 
@@ -390,7 +395,7 @@ class InductorCompiled(Compiled):
 
         return kernel_map(self)
 
-    def profile_impl(self, inputs: list[np.ndarray], warmup: int, runs: int) -> Any:
+    def profile_impl(self, inputs: list[list[np.ndarray]], warmup: int, runs: int) -> Any:
         from compstack.targets.inductor.kernels import profile
 
         return profile(self, inputs, warmup, runs)  # type: ignore[arg-type]

@@ -222,6 +222,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 class _OvLowered(Lowered):
+    target: OpenVinoCpuTarget
+
     def __init__(self, target: OpenVinoCpuTarget, model: ir.Model, ov_model: Any) -> None:
         from compstack.targets.openvino.kernels import model_text
 
@@ -251,6 +253,7 @@ class _OvCompiled(Compiled):
     """
 
     artifact_files = ("model.blob",)
+    target: OpenVinoCpuTarget
 
     def __init__(self, target: Target, model: ir.Model, compiled_model: Any, blob: bytes) -> None:
         from compstack.targets.openvino.kernels import runtime_text

@@ -28,7 +28,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, cast
 
 import numpy as np
 import onnx_ir as ir
@@ -80,6 +80,7 @@ class XlaCpuTarget(TwoPathTarget):
     jax_platform: ClassVar[str] = "cpu"
     description: ClassVar[str] = "XLA via JAX (jax.jit); native for JAX sources, translated otherwise"
     Options = XlaOptions
+    options: XlaOptions
     stage_names: ClassVar[tuple[str, ...]] = ("stablehlo", "hlo", "hlo-optimized")
     compiled_stages: ClassVar[tuple[str, ...]] = ("hlo-optimized",)
     stage_suffix: ClassVar[dict[str, str]] = {"stablehlo": ".mlir", "hlo": ".hlo", "hlo-optimized": ".hlo"}
@@ -154,6 +155,7 @@ class XlaCpuTarget(TwoPathTarget):
                 a, k = native.pack(list(xs))
                 return native.fn(*a, **k)
 
+            export_args: tuple[tuple[Any, ...], dict[str, Any]]
             export_fn, export_args = jax.jit(flat), (tuple(specs), {})
         else:
             from compstack.translate.jax import to_jax
@@ -193,7 +195,7 @@ class XlaCpuTarget(TwoPathTarget):
         import re
         import tempfile
 
-        lowered = self.lower(model)
+        lowered = cast("XlaLowered", self.lower(model))  # lower() returns what lower_impl built
         with tempfile.TemporaryDirectory(prefix="compstack-xladump-") as tmp:
             with lowered.x64():
                 lowered.jax_lowered.compile(compiler_options={
@@ -280,7 +282,7 @@ def _input_specs(model: ir.Model, given: dict[str, np.ndarray] | None = None) ->
             continue
         if v.shape is None or v.dtype is None or not all(isinstance(d, int) for d in v.shape):
             raise UnsupportedError(f"xla: input '{v.name}' has no static shape; give --input-shape")
-        specs.append(jax.ShapeDtypeStruct(tuple(int(d) for d in v.shape), np.dtype(v.dtype.numpy())))
+        specs.append(jax.ShapeDtypeStruct(v.shape.numpy(), np.dtype(v.dtype.numpy())))
     return specs
 
 
@@ -317,6 +319,8 @@ def _translated_call(params: dict[str, Any]) -> Callable[[Any, list[Any]], list[
 class XlaLowered(Lowered):
     """A ``jax.stages.Lowered`` and how to call what it compiles to."""
 
+    target: XlaCpuTarget
+
     def __init__(self, target: XlaCpuTarget, model: ir.Model, stages: dict[str, Any], lowered: Any,
                  call: Callable[[Any, list[Any]], list[Any]], export_fn: Any, export_args: Any, path: str) -> None:
         super().__init__(target, model, stages)
@@ -349,6 +353,8 @@ class XlaLowered(Lowered):
 
 class XlaCompiled(Compiled):
     """A ``jax.stages.Compiled`` executable."""
+
+    target: XlaCpuTarget
 
     artifact_files = ("model.jax_export",)
 

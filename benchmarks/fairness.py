@@ -13,8 +13,11 @@ load average before the loop; then each target's speed-up from 1 to 2 threads
 (median at 1 / median at 2) and whether it is significant (the two CIs do not overlap).
 Nothing is hard-coded: the numbers are this machine's, now.
 
+A tuned row also says its tuning time apart from its compile time (MetaSchedule runs
+inside the compile; records found in the cache are reused: 0 trials, near-0 s of tuning).
+
 Usage: python benchmarks/fairness.py [--models zoo:cnn,zoo:bert] [--threads 1,2] [--tune-trials 4]
-       [--min-time 2] [--targets ort-cpu,...]
+       [--tune-models zoo:cnn] [--min-time 2] [--targets ort-cpu,...] [--json-out rows.json]
 """
 
 from __future__ import annotations
@@ -53,7 +56,21 @@ def _line(model: str, label: str, threads: int, row: dict[str, Any]) -> str:
     return (f"{model:<9} {label:<20} {threads:>2}  {lat['median']:10.4f} [{ci[0]:.4f}, {ci[1]:.4f}]  "
             f"iqr/med {lat['iqr_rel']:6.1%}  busy {busy!s:>2}  cpu/wall {th.get('cpu_per_wall', float('nan')):4.2f}  "
             f"load {lat.get('load_before', float('nan')):5.2f}{'  UNSTABLE' if lat.get('unstable') else ''}"
-            f"{'  (tuned: ' + row['flags']['tuning'].get('summary', '') + ')' if row.get('flags', {}).get('tuned') else ''}")
+            f"{_tuning(row)}")
+
+
+def _tuning(row: dict[str, Any]) -> str:
+    """For a tuned row: what MetaSchedule did, its tuning time apart from the compile
+    time (both s; 0 s of tuning when the records were reused), else ""."""
+    flags = row.get("flags", {})
+    if not flags.get("tuned"):
+        return ""
+    t = flags.get("tuning", {})
+    tune_s, compile_s = t.get("tune_s"), row.get("compile_s")
+    times = (f"; tune {tune_s:.1f} s" if isinstance(tune_s, (int, float)) else "") + \
+        (f", compile {compile_s:.1f} s" if isinstance(compile_s, (int, float)) else "")
+    cached = "; artifact from the cache (tuned when first compiled)" if row.get("cached") else ""
+    return f"  (tuned: {t.get('summary', '')}{times}{cached})"
 
 
 def _speedups(results: dict[tuple[str, str, int], dict[str, Any]], lo: int, hi: int) -> list[str]:
@@ -67,7 +84,7 @@ def _speedups(results: dict[tuple[str, str, int], dict[str, Any]], lo: int, hi: 
             continue
         ca, cb = a.get("ci95"), b.get("ci95")
         sig = ca and cb and (ca[1] < cb[0] or cb[1] < ca[0])
-        out.append(f"{model:<9} {label:<20} speed-up {lo}->{hi} threads: x{a['median'] / b['median']:.2f}  "
+        out.append(f"{model:<9} {label:<20} speed-up {lo}->{hi} threads: x{a['median'] / b['median']:.3g}  "
                    f"({'significant' if sig else 'not significant: CIs overlap'})")
     return out
 
@@ -78,6 +95,8 @@ def main() -> None:
     ap.add_argument("--targets", default=CPU_TARGETS)
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts; the first two give the speed-up")
     ap.add_argument("--tune-trials", type=int, default=4, help="MetaSchedule trials per task for tuned TVM (0: skip)")
+    ap.add_argument("--tune-models", help="comma-separated models to tune TVM on (default: every model)")
+    ap.add_argument("--json-out", help="also write every row (the compare --json rows, keyed by model, label, threads)")
     ap.add_argument("--min-time", type=float, default=2.0, help="seconds of timed runs per target")
     ap.add_argument("--tune-timeout", type=float, default=3600.0,
                     help="--timeout of the tuned TVM job, s (tuning runs inside it; 900 s is too short on 2 cores)")
@@ -97,12 +116,16 @@ def main() -> None:
                 for row in _compare(model, args.targets, n, [], env, args.min_time):
                     results[(model, row["target"], n)] = row
                     print(_line(model, row["target"], n, row), flush=True)
-                if args.tune_trials > 0 and "tvm-llvm" in args.targets.split(","):
+                tuned_here = args.tune_models is None or model in args.tune_models.split(",")
+                if args.tune_trials > 0 and "tvm-llvm" in args.targets.split(",") and tuned_here:
                     label = f"tvm-llvm tuned({args.tune_trials})"
                     extra = ["--option", f"tvm-llvm:tune_trials={args.tune_trials}", "--timeout", str(args.tune_timeout)]
                     for row in _compare(model, "tvm-llvm", n, extra, env, args.min_time):
                         results[(model, label, n)] = row
                         print(_line(model, label, n, row), flush=True)
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps([{"model": m, "label": lb, "threads": n, "row": r}
+                                                       for (m, lb, n), r in results.items()], indent=1))
         if len(counts) >= 2:
             print(f"# speed-up {counts[0]} -> {counts[1]} threads (median ratio; significant = 95 % CIs apart)")
             for line in _speedups(results, counts[0], counts[1]):

@@ -9,14 +9,19 @@ and run count. XLA and Inductor have no cached artifact: their bare loops rebuil
 program the row ran (XLA: compstack's JAX translation of the model under a plain
 ``jax.jit``; Inductor: the zoo's ``nn.Module`` under ``torch.compile``) and time
 ``block_until_ready`` / the module call. Both sides run at each stack's default thread
-count (``--threads 0``). Each side runs in ``--repeats`` separate processes and the median of
+count (``--threads 0``), or both at ``--threads N`` by the stack's own knob (the worker's
+thread environment and the target's ``apply_threads``; ORT's session options). Each side runs in ``--repeats`` separate processes and the median of
 their medians is compared; the best-process ratio (fastest process of each side) is
 printed too, since a runtime's per-process mode is not the harness's doing. Goal: <= 1.03.
 
 Then the wall time of ``compstack compare zoo:bert`` with an empty cache (cold: zoo export
 + every compile) and again (warm: everything from the cache). Goal: warm <= 10 % of cold.
 
-Usage: python benchmarks/overhead.py [--models zoo:mlp,zoo:cnn] [--targets ...] [--skip-cold-warm]
+``--in-process`` (XLA and Inductor) builds compstack's prepared call in the bare loop's
+process and times both in alternating rounds, which leaves out process-to-process modes.
+
+Usage: python benchmarks/overhead.py [--models zoo:mlp,zoo:cnn] [--targets ...] [--threads N] [--in-process]
+       [--skip-cold-warm]
 Prints one line per (model, target) and one line for cold/warm. Numbers are measured on
 the machine it runs on; nothing is hard-coded.
 """
@@ -33,16 +38,24 @@ import tempfile
 import time
 from pathlib import Path
 
+from compstack.core.threads import thread_env
+
 BARE = r'''
 import json, sys, time, statistics
 import numpy as np
-target, folder, inputs_path, names_json, warmup, runs, min_time, spec = sys.argv[1:9]
+target, folder, inputs_path, names_json, warmup, runs, min_time, spec, threads = sys.argv[1:10]
 names = json.loads(names_json)
+threads = int(threads)
+if threads > 0:  # the stack's own knob, as compstack's worker applies it (not compstack's timed call)
+    from compstack import targets as registry
+    registry.get(target).apply_threads(threads)
 feeds = dict(np.load(inputs_path))
 arrays = [feeds[n] for n in names]
 if target == "ort-cpu":
     import onnxruntime as ort
     so = ort.SessionOptions(); so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if threads > 0:
+        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
     s = ort.InferenceSession(folder + "/optimized.onnx", so, providers=["CPUExecutionProvider"])
     call = lambda: s.run(None, feeds)
 elif target == "tvm-llvm":
@@ -95,6 +108,10 @@ elif target == "inductor-cpu":
             m(*a, **kw)
 else:
     raise SystemExit(f"no bare loop for {target}")
+'''
+
+#: The bare loop's timing: warm-up, then at least ``runs`` calls and ``min_time`` seconds.
+BARE_TIME = r'''
 for _ in range(int(warmup)):
     call()
 samples, total, clock = [], 0, time.perf_counter_ns
@@ -104,13 +121,52 @@ while len(samples) < int(runs) or total < float(min_time) * 1e9:
 print(json.dumps({"median_ms": statistics.median(samples) / 1e6, "runs": len(samples)}))
 '''
 
+#: ``--in-process`` (xla-cpu, inductor-cpu): compstack's own prepared call
+#: (``Target.lower().compile().prepare()``, what the worker times) built in the bare
+#: loop's process, then both timed in alternating rounds of ``min_time / 10`` s, in a
+#: shuffled order per round, with the collector off on both sides. Same process, same
+#: program build, same machine load: what is left is the per-call cost of the harness.
+IN_PROCESS_TIME = r'''
+import gc, random
+from compstack import targets as registry
+from compstack.core import ir as cir
+from compstack.frontends.native import align_torch_weights
+from compstack.frontends.sources import load_native
+model = cir.load(folder)
+cls = registry.get(target)
+t = cls(cls.Options())
+t.example_inputs = feeds
+if target == "inductor-cpu":
+    t.native = load_native(spec, names)
+    align_torch_weights(t.native, model)
+ours = t.lower(model).compile().prepare(feeds)
+sides = {"compstack": ours, "bare": call}
+for f in sides.values():
+    for _ in range(int(warmup)):
+        f()
+rounds = {k: [] for k in sides}
+clock, rng = time.perf_counter_ns, random.Random(0)
+gc.disable()
+for _ in range(max(10, int(runs) // 100)):
+    order = list(sides.items()); rng.shuffle(order)
+    for k, f in order:
+        s, total = [], 0
+        while total < float(min_time) * 1e8:
+            t0 = clock(); f(); dt = clock() - t0
+            s.append(dt); total += dt
+        rounds[k].append(statistics.median(s) / 1e6)
+gc.enable()
+print(json.dumps({k: statistics.median(v) for k, v in rounds.items()} | {"rounds": len(rounds["bare"])}))
+'''
+
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "compstack.cli", *args], capture_output=True, text=True,
                           env=env, check=False)
 
 
-def overhead(model: str, target: str, work: Path, env: dict[str, str], min_time: float, repeats: int) -> str:
+def overhead(model: str, target: str, work: Path, env: dict[str, str], min_time: float, repeats: int,
+             threads: int = 0) -> str:
     """One line: median over ``repeats`` processes of each side's median, and their ratio.
 
     Each side runs in ``repeats`` fresh processes because some runtimes (IREE's
@@ -121,8 +177,9 @@ def overhead(model: str, target: str, work: Path, env: dict[str, str], min_time:
     bare: list[float] = []
     runs = 0
     for _ in range(repeats):
-        # --threads 0: every stack at its own default thread count, as the bare loop runs it
-        proc = _cli("compare", model, "--targets", target, "--json", "--save-inputs", str(inputs), "--threads", "0",
+        # --threads 0: every stack at its own default thread count, as the bare loop runs it;
+        # N > 0: both sides at N by the stack's own knob (thread_env + apply_threads)
+        proc = _cli("compare", model, "--targets", target, "--json", "--save-inputs", str(inputs), "--threads", str(threads),
                     "--min-runs", "200", "--min-time", str(min_time), "--warmup", "20", env=env)
         if proc.returncode != 0:
             return f"{model:<10} {target:<14} compstack failed: {proc.stderr.strip()[-200:]}"
@@ -137,8 +194,9 @@ def overhead(model: str, target: str, work: Path, env: dict[str, str], min_time:
             return f"{model:<10} {target:<14} ran the {row['flags'].get('path')} path; the bare loop is " \
                    f"the {_NO_ARTIFACT[target]} one"
         names = list(data["inputs"]["arrays"])
-        b = subprocess.run([sys.executable, "-c", BARE, target, str(folder), str(inputs), json.dumps(names),
-                            "20", str(runs), str(min_time), model], capture_output=True, text=True, env=env)
+        b = subprocess.run([sys.executable, "-c", BARE + BARE_TIME, target, str(folder), str(inputs), json.dumps(names),
+                            "20", str(runs), str(min_time), model, str(threads)], capture_output=True, text=True,
+                           env={**env, **thread_env(threads)})
         if b.returncode != 0:
             return f"{model:<10} {target:<14} bare loop failed: {b.stderr.strip()[-300:]}"
         bare.append(json.loads(b.stdout)["median_ms"])
@@ -146,6 +204,28 @@ def overhead(model: str, target: str, work: Path, env: dict[str, str], min_time:
     return (f"{model:<10} {target:<14} compstack median {c:9.4f} ms | bare loop median {m:9.4f} ms | "
             f"ratio {c / m:.3f} | best-process ratio {min(ours) / min(bare):.3f}   "
             f"(per process: compstack {_ms(ours)}; bare {_ms(bare)}; ~{runs} runs each)")
+
+
+def in_process(model: str, target: str, work: Path, env: dict[str, str], min_time: float, threads: int) -> str:
+    """One line: compstack's prepared call and the bare loop timed in one process,
+    interleaved (:data:`IN_PROCESS_TIME`); xla-cpu and inductor-cpu only (the targets
+    whose bare loop rebuilds the program in-process anyway)."""
+    inputs = work / "inputs.npz"
+    proc = _cli("compare", model, "--targets", target, "--json", "--save-inputs", str(inputs), "--threads", str(threads),
+                "--no-latency", env=env)
+    if proc.returncode != 0:
+        return f"{model:<10} {target:<14} compstack failed: {proc.stderr.strip()[-200:]}"
+    data = json.loads(proc.stdout)
+    folder = _cache_folder(Path(env["COMPSTACK_CACHE_DIR"]), target, data["model"]["fingerprint"])
+    b = subprocess.run([sys.executable, "-c", BARE + IN_PROCESS_TIME, target, str(folder), str(inputs),
+                        json.dumps(list(data["inputs"]["arrays"])), "20", "1000", str(min_time), model, str(threads)],
+                       capture_output=True, text=True, env={**env, **thread_env(threads)})
+    if b.returncode != 0:
+        return f"{model:<10} {target:<14} in-process loop failed: {b.stderr.strip()[-300:]}"
+    r = json.loads(b.stdout)
+    return (f"{model:<10} {target:<14} in one process: compstack's prepared call {r['compstack'] * 1e3:9.2f} us | "
+            f"bare loop {r['bare'] * 1e3:9.2f} us | ratio {r['compstack'] / r['bare']:.3f}   "
+            f"(median of {r['rounds']} interleaved round medians)")
 
 
 def _ms(values: list[float]) -> str:
@@ -159,9 +239,11 @@ _NO_ARTIFACT = {"xla-cpu": "translated", "inductor-cpu": "native"}
 
 
 def _cache_folder(cache: Path, target: str, fingerprint: str) -> Path:
-    """The artifact folder of ``target`` (for XLA and Inductor: the canonical model file)."""
+    """The artifact folder of ``target`` (for XLA and Inductor: the canonical model file,
+    ``<cache>/models/<fingerprint>/model.onnx`` as :func:`compstack.run.session._store_model`
+    writes it)."""
     if target in _NO_ARTIFACT:
-        return cache / "models" / f"{fingerprint}.onnx"
+        return cache / "models" / fingerprint / "model.onnx"
     for meta in (cache / "artifacts" / target).glob("*/meta.json"):
         if json.loads(meta.read_text()).get("fingerprint") == fingerprint:
             return meta.parent
@@ -187,16 +269,28 @@ def main() -> None:
     ap.add_argument("--targets", default="ort-cpu,tvm-llvm,iree-llvm-cpu,xla-cpu,inductor-cpu")
     ap.add_argument("--min-time", type=float, default=2.0, help="seconds of timed runs per side")
     ap.add_argument("--repeats", type=int, default=3, help="processes per side; the median is used")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads on both sides, by each stack's own knob (0: each stack's default). On a loaded "
+                         "2-core machine Inductor's default OpenMP team makes runs take tens of ms instead of "
+                         "tens of us on either side, so the ratio then measures the scheduler, not the harness: use 1")
+    ap.add_argument("--in-process", action="store_true",
+                    help="xla-cpu/inductor-cpu: time compstack's prepared call and the bare loop in one process, "
+                         "interleaved (the harness's per-call cost alone), instead of separate processes")
     ap.add_argument("--cold-warm-model", default="zoo:bert")
     ap.add_argument("--skip-cold-warm", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="compstack-bench-") as tmp:
         work = Path(tmp)
         env = {**os.environ, "COMPSTACK_CACHE_DIR": str(work / "cache"), "COMPSTACK_DB": str(work / "db.sqlite")}
-        print(f"# harness overhead (goal: ratio <= 1.03), {os.cpu_count()} cores", flush=True)
+        print(f"# harness overhead (goal: ratio <= 1.03), {os.cpu_count()} cores, --threads {args.threads}, "
+              f"load average {os.getloadavg()[0]:.2f}", flush=True)
         for model in args.models.split(","):
             for target in args.targets.split(","):
-                print(overhead(model, target, work, env, args.min_time, args.repeats), flush=True)
+                if args.in_process:
+                    if target in _NO_ARTIFACT:
+                        print(in_process(model, target, work, env, args.min_time, args.threads), flush=True)
+                    continue
+                print(overhead(model, target, work, env, args.min_time, args.repeats, args.threads), flush=True)
         if not args.skip_cold_warm:
             env2 = {**env, "COMPSTACK_CACHE_DIR": str(work / "cache2")}
             print("# cold vs warm (goal: warm <= 10 % of cold)", flush=True)

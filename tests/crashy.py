@@ -33,7 +33,9 @@ class _CrashCompiled(_OrtCompiled):
         elif mode == "raise":
             raise RuntimeError("injected stack failure\nwith a second line")
         elif mode == "torn":  # a worker dying half-way through writing its result
-            Path(sys.argv[-1]).with_name("result.json").write_text('{"target": "crash-torn", "sta')
+            from compstack.run.worker import current_job_file
+
+            Path(current_job_file() or sys.argv[-1]).with_name("result.json").write_text('{"target": "crash-torn", "sta')
             os._exit(0)
         return super().run_impl(inputs)
 

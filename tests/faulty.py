@@ -107,3 +107,18 @@ class WrongPassTarget(OrtCpuTarget):
         if self.options.opt_level != "disable" and "SinFolding" not in self.options.disabled_optimizers:
             copy = _retype(copy, lambda n, p: "Cos" if n.op_type == "Sin" else "")
         return super().lower_impl(copy)
+
+
+class WrongPrecisionTarget(OrtCpuTarget):
+    """ort-cpu whose Sin is wrong unless a (made-up) precision knob is set: the knob is
+    ORT's ``opt_level=basic``, declared as this target's precision knob, so explain must
+    say "differs because of strict-test-knob", not "bug"."""
+
+    name = "faulty-precision"
+    precision_knobs = {"strict-test-knob": {"options": {"opt_level": "basic"}}}
+
+    def lower_impl(self, model: ir.Model):  # noqa: ANN201
+        copy = ir.from_proto(ir.to_proto(model))
+        if self.options.opt_level != "basic":
+            copy = _retype(copy, lambda n, p: "Cos" if n.op_type == "Sin" else "")
+        return super().lower_impl(copy)

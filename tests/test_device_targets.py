@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from compstack.targets.iree.target import IreeCudaTarget, IreeVulkanTarget
+from compstack.targets.iree.gpu import IreeCudaTarget, IreeVulkanTarget
 from conftest import run_cli
 
 SPIRV_MAGIC = b"\x03\x02\x23\x07"  # 0x07230203, little-endian (SPIR-V spec, section 2.3)

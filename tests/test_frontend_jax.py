@@ -121,7 +121,7 @@ def test_zoo_cache_and_info(jax_zoo, cache) -> None:
 
 
 def test_zoo_jax_models_do_not_import_torch(tmp_path) -> None:
-    code = ("import sys\nfrom compstack import zoo\n"
+    code = ("import sys\nfrom compstack.frontends import zoo\n"
             f"zoo.load('jax-mlp', {str(tmp_path)!r}); zoo.native('jax-mlp')\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n")
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300)

@@ -132,7 +132,7 @@ def test_zoo_lists_framework_models_only_where_the_framework_is_available() -> N
     import subprocess
     import sys
 
-    code = "from compstack import zoo; print(' '.join(zoo.names(available_only=True)))"
+    code = "from compstack.frontends import zoo; print(' '.join(zoo.names(available_only=True)))"
     env = {**os.environ, "COMPSTACK_PADDLE_PYTHON": "", "COMPSTACK_MINDSPORE_PYTHON": ""}
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env,
                           timeout=120)

@@ -26,7 +26,7 @@ from compstack.fuzz.rewrite import REWRITES
 from compstack.fuzz.signature import normalise, read_known, signature, write_known
 from compstack.fuzz.specs import SPECS
 from compstack.fuzz.store import FuzzStore
-from compstack.fuzz.ub import integer_overflow
+from compstack.fuzz.ub import integer_overflow, zero_norm
 from conftest import TESTS
 
 if "faulty-sin" not in registry.names():
@@ -49,7 +49,7 @@ def test_specs_cover_80_ops_with_sources() -> None:
 def test_generated_models_are_valid() -> None:
     """200 graphs, all dtypes: each passes the full checker, strict shape inference and runs
     on the reference evaluator; graphs use many ops and sizes up to --max-nodes."""
-    gen = Generator(seed=11, max_nodes=8)
+    gen = Generator(seed=11, max_nodes=8, symbolic=0.2)
     seen: set[str] = set()
     sizes = []
     for i in range(200):
@@ -63,6 +63,7 @@ def test_generated_models_are_valid() -> None:
         seen.update(case.ops)
         sizes.append(len(case.model.graph.node))
     assert gen.stats["generated"] == 200
+    assert gen.stats["symbolic"] >= 20, gen.stats  # symbolic input dims for about a fifth of them
     assert len(seen) >= 80, sorted({s.op for s in SPECS} - seen)
     assert max(sizes) >= 6
     # rejected attempts are retried, never returned; they stay a small share
@@ -173,15 +174,16 @@ def test_cli_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) ->
     from compstack.cli import main
 
     for argv in (["fuzz", "--dtypes", "float7"], ["fuzz", "--ops", "("], ["fuzz", "--time", "soon"],
-                 ["fuzz", "--executor", "ray"], ["fuzz", "--report", "/nonexistent-dir"]):
+                 ["fuzz", "--jobs", "2"], ["fuzz", "--symbolic-shapes", "1.5"],
+                 ["fuzz", "--report", "/nonexistent-dir"]):
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2, argv
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1, err
     with pytest.raises(SystemExit):
-        main(["fuzz", "--executor", "ray"])
-    assert "not available yet" in capsys.readouterr().err
+        main(["fuzz", "--ray-address", "auto"])
+    assert "--ray-address: only with --executor ray" in capsys.readouterr().err
 
 
 def test_consensus_against_the_reference_blames_no_stack() -> None:
@@ -197,3 +199,54 @@ def test_consensus_against_the_reference_blames_no_stack() -> None:
     done["b"] = ("ok", "", "", EvalResult("ok", outputs=dict(same)))
     assert not _reference_suspect(done)  # one stack agrees with the reference
     assert not _reference_suspect({"a": done["a"]})  # one stack alone never overrules the reference
+
+
+def test_symbolic_shapes_keep_nodes_and_feeds() -> None:
+    """--symbolic-shapes: the same graphs and feeds as with static shapes, some inputs with
+    dim_param dims whose outputs carry the symbols; valid as the static ones are."""
+    static, sym = Generator(seed=11, max_nodes=8), Generator(seed=11, max_nodes=8, symbolic=1.0)
+    n = 0
+    for i in range(20):
+        a, b = static.case(i), sym.case(i)
+        assert [x.SerializeToString() for x in a.model.graph.node] == [x.SerializeToString() for x in b.model.graph.node]
+        assert all(np.array_equal(a.feeds[k], b.feeds[k]) for k in a.feeds)
+        params = {d.dim_param for x in b.model.graph.input for d in x.type.tensor_type.shape.dim if d.dim_param}
+        if params:
+            n += 1
+            assert all(p[0] == "d" and int(p[1:]) > 1 for p in params)
+            for o in b.model.graph.output:  # the reference computes the static model's outputs
+                assert np.shape(b.ref.f32[o.name]) == np.shape(a.ref.f32[o.name])
+                np.testing.assert_array_equal(b.ref.f64[o.name], a.ref.f64[o.name])
+    assert n >= 10 and sym.stats["symbolic"] == n, sym.stats
+
+
+def test_ray_executor_gives_the_local_outcomes() -> None:
+    """A seeded 3-graph campaign on ort-cpu has the same outcomes and findings with graphs
+    evaluated by two Ray actors as locally (skipped when Ray cannot start here)."""
+    pytest.importorskip("ray")
+    from compstack.core.errors import UserError
+
+    kw = dict(seed=3, budget_s=600, max_graphs=3, max_nodes=5, reduce=False, equivalence=1.0, timeout_s=60)
+    local = run_campaign(CampaignOptions(["ort-cpu"], **kw))  # type: ignore[arg-type]
+    try:
+        remote = run_campaign(CampaignOptions(["ort-cpu"], executor="ray", workers=2, **kw))  # type: ignore[arg-type]
+    except UserError as exc:
+        pytest.skip(f"Ray cannot start here: {exc}")
+    assert local["graphs"] == remote["graphs"] == 3
+    assert remote["outcomes"] == local["outcomes"]
+    assert sum(local["outcomes"]["ort-cpu"].values()) >= 3  # every graph counted (and its rewrite)
+    assert [f["signature"] for f in remote["findings"]] == [f["signature"] for f in local["findings"]]
+    assert remote["executor"]["workers"] == 2 and sum(remote["executor"]["hosts"].values()) == 3
+    assert local["executor"] == {"name": "local"}
+
+
+def test_zero_norm_is_undefined() -> None:
+    """LpNormalization of an all-zero vector is 0/0: undefined, not a finding to blame."""
+    node = helper.make_node("LpNormalization", ["x"], ["y"], name="n0", axis=1)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    assert zero_norm(m, {"x": np.asarray([[0, 0, 0], [1, 2, 2]], np.float32)}) == [
+        "n0: LpNormalization of an all-zero vector (0/0)"]
+    assert zero_norm(m, {"x": np.asarray([[0, 0, 1], [1, 2, 2]], np.float32)}) == []
+    assert zero_norm(m, {"x": np.asarray([[0, 1, 0], [0, 2, 0]], np.float32)}) == []  # zero columns, axis 1 rows

@@ -5,12 +5,14 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from compstack import targets as registry
 from compstack.core import ir as cir
 from compstack.core.config import settings
 from compstack.core.ir import SourceModel
 from compstack.core.latency import LatencyConfig
-from compstack.run.runner import Limits
+from compstack.run.executors import Limits
 from compstack.run.session import CompareOptions, compare
 
 for _name, _cls in [("crash-segfault", "SegfaultTarget"), ("crash-abort", "AbortTarget"),
@@ -19,18 +21,26 @@ for _name, _cls in [("crash-segfault", "SegfaultTarget"), ("crash-abort", "Abort
         registry.register(_name, f"crashy:{_cls}")
 
 
-def _compare(path: Path, targets: list[str], tmp: Path, limits: Limits) -> tuple:
+#: Every executor runs the fault tests; inline shares this process, so a segfault, abort,
+#: hang or memory hog there would take the test run with it: those cases skip it.
+EXECUTORS = ["process", "pool",
+             pytest.param("inline", marks=pytest.mark.skip(reason="inline runs in the test process: a segfault, "
+                                                                  "abort, hang or hog would kill or stall pytest"))]
+
+
+def _compare(path: Path, targets: list[str], tmp: Path, limits: Limits, executor: str = "") -> tuple:
     source = SourceModel(name="mlp", model=cir.load(path))
     opts = CompareOptions(targets=targets, latency=LatencyConfig(warmup=1, min_runs=3, min_time_s=0.0),
-                          limits=limits, cache=False)
+                          limits=limits, cache=False, executor=executor)
     seen = []
     report = compare(source, opts, settings(cache_dir=tmp / "cache", db=tmp / "db.sqlite"), on_result=seen.append)
     return report, seen
 
 
-def test_crashes_cost_only_their_row(mlp_onnx: Path, isolated_env: Path) -> None:
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_crashes_cost_only_their_row(mlp_onnx: Path, isolated_env: Path, executor: str) -> None:
     report, seen = _compare(mlp_onnx, ["crash-segfault", "ort-cpu", "crash-abort", "crash-raise", "crash-hang"],
-                            isolated_env, Limits(timeout_s=10))
+                            isolated_env, Limits(timeout_s=10), executor)
     by = {r.target: r for r in report.results}
     assert by["crash-segfault"].status == "crashed"
     assert "SIGSEGV" in by["crash-segfault"].error and by["crash-segfault"].stage == "run"
@@ -48,9 +58,40 @@ def test_crashes_cost_only_their_row(mlp_onnx: Path, isolated_env: Path) -> None
     assert [r.target for r in seen] == [r.target for r in report.results]
 
 
-def test_memory_limit_makes_oom_row(mlp_onnx: Path, isolated_env: Path) -> None:
-    report, _ = _compare(mlp_onnx, ["crash-hog", "ort-cpu"], isolated_env, Limits(timeout_s=60, memory_mb=1200))
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_memory_limit_makes_oom_row(mlp_onnx: Path, isolated_env: Path, executor: str) -> None:
+    report, _ = _compare(mlp_onnx, ["crash-hog", "ort-cpu"], isolated_env, Limits(timeout_s=60, memory_mb=1200),
+                         executor)
     by = {r.target: r for r in report.results}
     assert by["crash-hog"].status == "oom"
     assert "1200 MiB" in by["crash-hog"].error and by["crash-hog"].stage == "run"
     assert by["ort-cpu"].status == "ok"
+
+
+@pytest.mark.parametrize("executor", ["inline", "process", "pool"])
+def test_stack_exception_is_its_row_on_every_executor(mlp_onnx: Path, isolated_env: Path, executor: str) -> None:
+    """A stack that raises (no crash) is ``failed`` at its stage, the same on every executor."""
+    report, _ = _compare(mlp_onnx, ["crash-raise", "ort-cpu"], isolated_env, Limits(timeout_s=60), executor)
+    by = {r.target: r for r in report.results}
+    assert by["crash-raise"].status == "failed" and by["crash-raise"].stage == "run"
+    assert by["crash-raise"].error == "RuntimeError: injected stack failure"
+    assert by["ort-cpu"].status == "ok" and by["ort-cpu"].outputs[0]["max_abs_err"] < 1e-5
+
+
+def test_pool_restarts_a_worker_after_a_crash_and_reuses_a_healthy_one(mlp_onnx: Path, isolated_env: Path) -> None:
+    """One pool across two comparisons: the crashed target's worker is replaced, the
+    healthy target's worker serves both (one process id, no restart)."""
+    from compstack.run.executors import PoolExecutor
+
+    with PoolExecutor() as pool:
+        first, _ = _compare(mlp_onnx, ["crash-segfault", "ort-cpu"], isolated_env, Limits(timeout_s=60), pool)
+        pids = {w.key[0]: w.proc.pid for w in pool._all if w.proc is not None}
+        second, _ = _compare(mlp_onnx, ["crash-segfault", "ort-cpu"], isolated_env, Limits(timeout_s=60), pool)
+        after = {w.key[0]: w.proc.pid for w in pool._all if w.proc is not None}
+        assert pool.restarts == 2
+    for report in (first, second):
+        by = {r.target: r for r in report.results}
+        assert by["crash-segfault"].status == "crashed" and "SIGSEGV" in by["crash-segfault"].error
+        assert by["ort-cpu"].status == "ok"
+    ort_ref = registry.entries()[[e.name for e in registry.entries()].index("ort-cpu")].ref
+    assert pids[ort_ref] == after[ort_ref]

@@ -120,3 +120,22 @@ if __name__ == "__main__":
         print(f"{kind}: {len(rows)}")
         for r in rows:
             print("  ", r)
+
+
+def test_module_names_in_strings_exist() -> None:
+    """``"compstack.x.y"`` / ``"compstack.x.y:Name"`` literals (registry rows, worker
+    modules, lazy tables) name modules that exist: a move that misses one breaks only at
+    run time, out of sight of the import walk above."""
+    import re
+
+    files = {module_name(p) for p in PKG.rglob("*.py")}
+    tops = {m.split(".")[1] for m in files if m.count(".") >= 1}
+    pattern = re.compile(r"^compstack(\.\w+)+(:\w+)?$")
+    missing = []
+    for path in PKG.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and pattern.match(node.value):
+                mod = node.value.partition(":")[0]
+                if mod.split(".")[1] in tops and mod not in files:
+                    missing.append(f"{module_name(path)}: {node.value!r}")
+    assert not missing, "\n".join(missing)

@@ -238,13 +238,18 @@ def test_corrupt_database_is_one_warning_and_rows_are_kept(tmp_path: Path) -> No
     assert any(json.loads(r)["row"].get("target") == "ort-cpu" for r in rows)
 
 
-def test_torn_result_file_is_that_rows_crash(tmp_path: Path) -> None:
+@pytest.mark.parametrize("executor", [
+    "process", "pool",
+    pytest.param("inline", marks=pytest.mark.skip(reason="the torn target ends its worker with os._exit: "
+                                                         "inline that is the test process"))])
+def test_torn_result_file_is_that_rows_crash(tmp_path: Path, executor: str) -> None:
     source = SourceModel(name="mlp", model=cir.load(make_mlp(tmp_path / "mlp.onnx")))
     env = {"PYTHONPATH": os.pathsep.join([str(TESTS), *(p for p in os.environ.get("PYTHONPATH", "").split(":") if p)])}
     old = dict(os.environ)
     os.environ.update(env)
     try:
-        report = compare(source, _quick("crash-torn", "ort-cpu", cache=False, limits=Limits(timeout_s=120)),
+        report = compare(source, _quick("crash-torn", "ort-cpu", cache=False, limits=Limits(timeout_s=120),
+                                        executor=executor),
                          settings(cache_dir=tmp_path / "cache", db=tmp_path / "db.sqlite"))
     finally:
         os.environ.clear()
@@ -311,11 +316,18 @@ def _gone(pid: int, seconds: float = 10) -> bool:
     return False
 
 
+#: The CLI's jobs on each isolating executor (inline has no worker to kill: it is the CLI).
+_EXECUTORS = ["process", "pool"]
+
+
+@pytest.mark.parametrize("executor", _EXECUTORS)
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_signal_kills_workers_marks_run_and_exits_128_plus_n(tmp_path: Path, sig: int, code: int) -> None:
+def test_signal_kills_workers_marks_run_and_exits_128_plus_n(tmp_path: Path, sig: int, code: int,
+                                                              executor: str) -> None:
     make_mlp(tmp_path / "mlp.onnx")
     proc = subprocess.Popen([sys.executable, "-P", "-c", _CLI, "compare", "mlp.onnx", "--targets", "crash-hang",
-                             "--no-cache", "--timeout", "300"], cwd=tmp_path, env=_env(tmp_path),
+                             "--no-cache", "--timeout", "300"], cwd=tmp_path,
+                            env=_env(tmp_path, COMPSTACK_EXECUTOR=executor),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     worker = _wait_for_worker(proc, tmp_path)
     proc.send_signal(sig)
@@ -329,10 +341,12 @@ def test_signal_kills_workers_marks_run_and_exits_128_plus_n(tmp_path: Path, sig
     assert runs == [("interrupted",)]
 
 
-def test_sigkill_of_compstack_takes_its_worker_with_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("executor", _EXECUTORS)
+def test_sigkill_of_compstack_takes_its_worker_with_it(tmp_path: Path, executor: str) -> None:
     make_mlp(tmp_path / "mlp.onnx")
     proc = subprocess.Popen([sys.executable, "-P", "-c", _CLI, "compare", "mlp.onnx", "--targets", "crash-hang",
-                             "--no-cache", "--timeout", "300"], cwd=tmp_path, env=_env(tmp_path),
+                             "--no-cache", "--timeout", "300"], cwd=tmp_path,
+                            env=_env(tmp_path, COMPSTACK_EXECUTOR=executor),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     worker = _wait_for_worker(proc, tmp_path)
     proc.kill()
@@ -393,3 +407,14 @@ def test_conformance_worker_hang_at_start_is_bounded(tmp_path: Path) -> None:
             os.environ["PYTHONPATH"] = old
     assert time.monotonic() - t0 < 30
     assert info["start_error"] and [r["status"] for r in rows] == ["crashed", "crashed"]
+
+
+def test_string_inputs_cross_to_workers_without_pickle(tmp_path) -> None:  # noqa: ANN001
+    from compstack.core.inputs import decode_arrays, save_npz
+
+    strings = np.array([["ab", "c"], ["", "déf"]], dtype=object)
+    path = save_npz(tmp_path / "inputs.npz", {"s": strings, "x": np.ones(3, np.float32)})
+    with np.load(path, allow_pickle=False) as data:  # what workers do: a pickle would raise here
+        back = decode_arrays({k: data[k] for k in data.files})
+    assert back["s"].dtype == object and back["s"].tolist() == strings.tolist()
+    assert back["x"].dtype == np.float32

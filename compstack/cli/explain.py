@@ -1,6 +1,6 @@
 """The ``explain``, ``bisect`` and ``reduce`` commands: inputs, progress, the printed report.
 
-Thin over :func:`compstack.explain.explain`; the CLI module declares the flags.
+Thin over :func:`compstack.api.explain_model`.
 """
 
 from __future__ import annotations
@@ -8,14 +8,18 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
+import click
 
+from compstack.cli.common import check_writable_file, load_source, parse_target_options, probe_dir
+from compstack.cli.options import ExplainFlags, ModelFlags, explain_options, model_options
 from compstack.core.errors import UserError
 
-__all__ = ["explain_command", "parse_duration", "replay_command"]
+__all__ = ["bisect", "explain", "explain_command", "parse_duration", "reduce", "replay_command"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
 
@@ -34,20 +38,13 @@ def parse_duration(text: str | None, flag: str = "--time-budget") -> float:
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
-def _feeds(source: Any, kw: dict[str, Any]) -> dict[str, np.ndarray]:
-    from compstack.core import ir as cir
-    from compstack.core.inputs import check_feeds, input_sets, load_npz, parse_shapes, parse_val_ranges
+def _feeds(source: Any, model: ModelFlags) -> dict[str, Any]:
+    from compstack.api import explain_feeds
+    from compstack.core.inputs import load_npz, parse_shapes, parse_val_ranges
 
-    model_inputs = cir.graph_inputs(source.model)
-    ranges = {**source.val_ranges, **parse_val_ranges(kw.get("val_ranges") or ())}
-    shapes = parse_shapes(kw.get("input_shapes") or ())
-    first = None
-    if kw.get("inputs_file"):
-        first = load_npz(kw["inputs_file"])
-        check_feeds(model_inputs, first, "--inputs")
-    elif source.example_inputs and not kw.get("val_ranges") and not shapes:
-        first = source.example_inputs
-    return input_sets(model_inputs, 1, kw.get("seed", 0), first, ranges, shapes)[0]
+    return explain_feeds(source, inputs=load_npz(model.inputs_file) if model.inputs_file else None,
+                         val_ranges=parse_val_ranges(model.val_ranges), shapes=parse_shapes(model.input_shapes),
+                         seed=model.seed)
 
 
 def _print(report: dict[str, Any]) -> None:
@@ -101,30 +98,23 @@ def _print(report: dict[str, Any]) -> None:
     con.print(f"{report['compiles']} compiles in {report['seconds']:.1f} s")
 
 
-def explain_command(source_loader: Callable[[], Any], targets: list[str], kw: dict[str, Any], steps: str = "all",
+def explain_command(source_loader: Callable[[], Any], targets: list[str], flags: ExplainFlags, model: ModelFlags,
+                    target_options: dict[str, dict[str, str]], steps: str = "all", out_dir: str | None = None,
                     reduced_out: str | None = None) -> int:
     """Run explain (or its bisect/reduce step) and print or return JSON; the exit status.
 
     Exit status: 0 when the property was found and explained (or nothing differs), 1
     when the property does not hold on the whole model (nothing to reduce), 2 on bad input.
     """
-    import click
-
-    from compstack.core import ir as cir
-    from compstack.explain import explain
+    from compstack.api import explain_model
 
     source = source_loader()
-    feeds = _feeds(source, kw)
-    proto = cir.to_proto(source.model)
-    from compstack.ops._registry import origins_for
-
-    quiet = kw.get("as_json")
-    report = explain(proto, feeds, targets, keep=kw.get("keep"), target_options=kw.get("target_options"),
-                     time_budget_s=parse_duration(kw.get("time_budget")),
-                     out_dir=Path(kw["out_dir"]) if kw.get("out_dir") else None, steps=steps,
-                     model_name=source.name, timeout_s=kw.get("timeout", 300.0), op_origins=origins_for(source.model),
-                     rtol=kw.get("rtol") or 1e-3, atol=kw.get("atol") or 1e-5,
-                     on_progress=None if quiet else (lambda s: click.echo(s, err=True)))
+    feeds = _feeds(source, model)
+    quiet = flags.as_json
+    report = explain_model(source, targets, keep=flags.keep, target_options=target_options,
+                           time_budget_s=parse_duration(flags.time_budget), out_dir=out_dir, steps=steps,
+                           timeout_s=flags.timeout, rtol=flags.rtol or 1e-3, atol=flags.atol or 1e-5, feeds=feeds,
+                           on_progress=None if quiet else (lambda s: click.echo(s, err=True)))
     reduced = report.pop("reduced", None)
     if reduced_out and reduced is not None:
         import onnx
@@ -140,13 +130,11 @@ def explain_command(source_loader: Callable[[], Any], targets: list[str], kw: di
         _print(report)
         if reduced_out and reduced is not None:
             click.echo(f"wrote {reduced_out}")
-    return 0 if report.get("found") or not kw.get("keep") else 1
+    return 0 if report.get("found") or not flags.keep else 1
 
 
 def replay_command(folder: str, as_json: bool, timeout: float) -> int:
     """``explain --replay DIR``: exit 0 when the discrepancy reproduces, 1 when it does not."""
-    import click
-
     from compstack.explain import replay
 
     res = replay(Path(folder), timeout)
@@ -157,3 +145,76 @@ def replay_command(folder: str, as_json: bool, timeout: float) -> int:
             click.echo(f"{t}: {row['status']}, {'reproduces' if row['reproduces'] else 'does not reproduce'}")
         click.echo(f"{res['target']}: {'the discrepancy reproduces' if res['reproduces'] else 'no longer reproduces'}")
     return 0 if res["reproduces"] else 1
+
+
+def _explain_run(model: str | None, flags: ExplainFlags, model_flags: ModelFlags, steps: str,
+                 out_dir: str | None = None, reduced_out: str | None = None) -> int:
+    from compstack import api
+
+    if not model:
+        raise UserError("missing MODEL (zoo:NAME, file.onnx or file.py:function)")
+    if not flags.targets_spec:
+        raise UserError("--targets is required: the target(s) whose disagreement to explain")
+    targets = api.resolve_targets(flags.targets_spec)
+    parse_duration(flags.time_budget)  # bad input before any work
+    if flags.keep:
+        from compstack.explain.keep import parse_keep
+
+        parse_keep(flags.keep, targets)
+    topts = parse_target_options(model_flags.target_opts)
+    api.validate_target_options(topts)
+    if out_dir:
+        from compstack.explain.bundle import check_bundle_dir
+
+        check_bundle_dir(Path(out_dir))  # never a folder with the user's own files in it
+        probe_dir(Path(out_dir), f"-o {out_dir}: folder not writable")
+    if reduced_out:
+        check_writable_file(reduced_out, "-o")
+    return explain_command(lambda: load_source(model, model_flags.cache_dir), targets, flags, model_flags, topts,
+                           steps, out_dir, reduced_out)
+
+
+@click.command(short_help="Why a target disagrees: verdict, first divergent node, reduced model, whose fault, bundle.")
+@click.argument("model", required=False)
+@explain_options
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False),
+              help="Write an upstream-ready bundle (reduced model, test data, repro_<target>.py, ISSUE.md) here.")
+@click.option("--replay", "replay_dir", type=click.Path(file_okay=False),
+              help="Rerun a bundle written by -o: does the discrepancy still reproduce?")
+@model_options
+def explain(model: str | None, explain_flags: ExplainFlags, out_dir: str | None, replay_dir: str | None,
+            model_flags: ModelFlags) -> None:
+    """Explain why the targets disagree with the float64 reference (or each other) on MODEL:
+    verdict with the float32 noise floor, the first divergent node (bisecting graph
+    prefixes), a delta-debugged reduced model, the culprit (compstack's translation, the
+    stack's optimiser, or the stack), and with -o a bundle to attach to an upstream issue.
+
+    Exit status: 0 explained (or nothing differs; with --replay: still reproduces), 1 the
+    --keep property does not hold (with --replay: no longer reproduces), 2 bad input.
+    """
+    if replay_dir:
+        if model:
+            raise UserError("--replay takes the bundle folder only, not MODEL")
+        sys.exit(replay_command(replay_dir, explain_flags.as_json, explain_flags.timeout))
+    sys.exit(_explain_run(model, explain_flags, model_flags, "all", out_dir=out_dir))
+
+
+@click.command(short_help="Delta-debug MODEL down to the nodes that keep a target's disagreement.")
+@click.argument("model", required=False)
+@explain_options
+@click.option("-o", "--out", "reduced_out", type=click.Path(dir_okay=False), help="Write the reduced model here.")
+@model_options
+def reduce(model: str | None, explain_flags: ExplainFlags, reduced_out: str | None, model_flags: ModelFlags) -> None:
+    """Reduce MODEL (ddmin over nodes, cut tensors fed with the reference's values) while
+    the --keep property holds; prints nodes before -> after, compiles and time."""
+    sys.exit(_explain_run(model, explain_flags, model_flags, "reduce", reduced_out=reduced_out))
+
+
+@click.command(short_help="The first node where a target diverges from the reference (bisecting graph prefixes).")
+@click.argument("model", required=False)
+@explain_options
+@model_options
+def bisect(model: str | None, explain_flags: ExplainFlags, model_flags: ModelFlags) -> None:
+    """Binary-search graph prefixes of MODEL (each compiled with its frontier as outputs)
+    for the first divergent node, then run that node alone on the reference's inputs."""
+    sys.exit(_explain_run(model, explain_flags, model_flags, "bisect"))

@@ -8,12 +8,18 @@ campaign's id in the results database), which ``--report DIR`` reads back.
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
+import click
+
+from compstack.cli.common import probe_dir
+from compstack.cli.options import Finite, db_option, json_option, seed_option, targets_option, timeout_option
 from compstack.core.errors import UserError
 
-__all__ = ["fuzz_command", "report_command", "replay_command", "parse_dtypes"]
+__all__ = ["fuzz", "fuzz_command", "report_command", "replay_command", "parse_dtypes"]
 
 
 def parse_dtypes(text: str | None) -> list[str]:
@@ -135,3 +141,69 @@ def replay_command(folder: str, timeout_s: float, as_json: bool) -> int:
     from compstack.cli.explain import replay_command as explain_replay
 
     return explain_replay(folder, as_json, timeout_s)
+
+
+@click.command(short_help="Fuzz the stacks with random valid ONNX graphs; dedup, reduce and bundle findings.")
+@targets_option("Targets or aliases to fuzz.")
+@click.option("--time", "budget", default="10m", show_default=True, help="Campaign budget (90s, 10m, 1h).")
+@click.option("--graphs", "max_graphs", type=click.IntRange(min=1), help="Stop after this many graphs.")
+@seed_option("Campaign seed (graph i is reproducible).")
+@click.option("--ops", help="Regex matched against whole op types (e.g. 'Conv|Resize|Pad') [default: all specs].")
+@click.option("--max-nodes", type=click.IntRange(1, 64), default=6, show_default=True, help="Nodes per graph, at most.")
+@click.option("--dtypes", help="Comma-separated dtypes of inputs [default: all of float32,float16,bfloat16,"
+                               "int8,int32,int64,bool].")
+@click.option("--allow-ub", is_flag=True, help="Keep inputs with undefined behaviour; label such findings undefined.")
+@click.option("--no-reduce", is_flag=True, help="Record findings without reducing and bundling them.")
+@click.option("--equivalence", type=Finite(0, 1), default=0.5, show_default=True,
+              help="Share of graphs also run as a semantically equal rewrite.")
+@timeout_option(60, "Limit of one evaluation, s.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where evaluations run: local (one graph at a time here) or ray (one Ray actor per worker).")
+@click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=None,
+              help="Ray actors evaluating graphs (--executor ray) [default: the cluster's CPUs].")
+@click.option("--ray-address", default=None,
+              help="Join this Ray cluster (auto, HOST:PORT) [default: start a local one].")
+@click.option("--symbolic-shapes", type=Finite(0, 1), default=0.2, show_default=True,
+              help="Share of graphs whose inputs get symbolic dims (dim_param).")
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), help="Bundles of the findings (DIR/NNNN).")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False), help="Print the campaign of a -o folder.")
+@click.option("--replay", "replay_dir", type=click.Path(file_okay=False), help="Rerun one finding's bundle.")
+@click.option("--update-known", is_flag=True, help="Add this campaign's findings to compstack/fuzz/known/.")
+@db_option()
+@json_option("Print the record as JSON on stdout, nothing else.")
+def fuzz(targets_spec: str, budget: str, max_graphs: int | None, seed: int, ops: str | None, max_nodes: int,
+         dtypes: str | None, allow_ub: bool, no_reduce: bool, equivalence: float, timeout: float, executor: str,
+         n_jobs: int | None, ray_address: str | None, symbolic_shapes: float, out_dir: str | None, report_dir: str | None, replay_dir: str | None, update_known: bool, db: str | None,
+         as_json: bool) -> None:
+    """Generate valid-by-construction ONNX graphs over the op specs, run them on every
+    target against the float64 reference (noise floor), check crashes per stage and
+    equivalent rewrites, dedup findings by signature, reduce and bundle each unique one.
+
+    Exit status: 0 nothing new (or --report/--replay reproduces), 1 a new finding
+    (--replay: does not reproduce), 2 bad input.
+    """
+    from compstack import targets as registry
+    from compstack.cli.explain import parse_duration
+    from compstack.core import config
+
+    if report_dir:
+        sys.exit(report_command(report_dir, Path(db) if db else None))
+    if replay_dir:
+        sys.exit(replay_command(replay_dir, timeout, as_json))
+    if executor != "ray" and (n_jobs or ray_address):
+        raise UserError(f"{'--jobs' if n_jobs else '--ray-address'}: only with --executor ray")
+    if ops:
+        try:
+            re.compile(ops)
+        except re.error as exc:
+            raise UserError(f"--ops {ops!r}: not a regular expression ({exc})") from None
+    from compstack.fuzz.campaign import CampaignOptions
+
+    opts = CampaignOptions(registry.resolve(targets_spec), seed, parse_duration(budget, "--time"),
+                           max_graphs, max_nodes, parse_dtypes(dtypes), ops,
+                           allow_ub, Path(out_dir) if out_dir else None, timeout,
+                           equivalence, not no_reduce, symbolic_shapes=symbolic_shapes,
+                           executor=executor, workers=n_jobs, ray_address=ray_address)
+    if opts.out_dir:
+        probe_dir(opts.out_dir, f"-o {opts.out_dir}: folder not writable")
+    sys.exit(fuzz_command(opts, config.settings(db=db).db, update_known, as_json))

@@ -1,17 +1,45 @@
-"""The body of ``compstack sweep`` (the click command in :mod:`compstack.cli` stays thin)."""
+"""``compstack sweep``: models x targets, locally or on Ray; the status matrix of a sweep."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import sys
+from dataclasses import dataclass
 from typing import Any
 
+import click
+
+from compstack.cli.common import BAD, compare_options
+from compstack.cli.options import ModelFlags, RunFlags, model_options, run_options, targets_option
 from compstack.core.errors import UserError
 
-__all__ = ["cli_sweep"]
+__all__ = ["SweepFlags", "cli_sweep", "sweep"]
 
 
-def cli_sweep(models: list[str], targets_spec: str, kw: dict[str, Any],
-              compare_options: Callable[[list[str], dict[str, Any]], Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SweepFlags:
+    """The flags only ``sweep`` has.
+
+    Attributes:
+        baseline: the target speedups are against, or None (ort-cpu if swept, else the first).
+        executor: ``local`` or ``ray``.
+        ray_address: the Ray cluster to join, or None.
+        n_jobs: jobs at a time, or None.
+        resume: skip jobs the database already has.
+        last, matrix: show the newest stored sweep (``matrix``: its status matrix).
+    """
+
+    baseline: str | None = None
+    executor: str = "local"
+    ray_address: str | None = None
+    n_jobs: int | None = None
+    resume: bool = False
+    last: bool = False
+    matrix: bool = False
+
+
+def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: ModelFlags,
+              run: RunFlags) -> dict[str, Any]:
     """Run (or, with ``--last``, read back) a sweep; returns its summary.
 
     Raises:
@@ -23,8 +51,8 @@ def cli_sweep(models: list[str], targets_spec: str, kw: dict[str, Any],
     from compstack.core.results import ResultsDB
     from compstack.sweep._matrix import summarize, summary_of_db
 
-    cfg = settings(cache_dir=kw["cache_dir"], db=kw["db"])
-    if kw["last"] or kw["matrix"]:
+    cfg = settings(cache_dir=model.cache_dir, db=run.db)
+    if flags.last or flags.matrix:
         if models:
             raise UserError("sweep --last: give no models (it shows the newest stored sweep)")
         db = ResultsDB(cfg.db, cfg.db_busy_timeout_s)
@@ -32,38 +60,76 @@ def cli_sweep(models: list[str], targets_spec: str, kw: dict[str, Any],
             return summary_of_db(db)
         finally:
             db.close()
-    for flag in ("save_inputs", "save_outputs"):
-        if kw.get(flag):
+    for flag, value in (("save_inputs", run.save_inputs), ("save_outputs", run.save_outputs)):
+        if value:
             raise UserError(f"--{flag.replace('_', '-')}: not available with sweep")
-    if kw["ray_address"] and kw["executor"] != "ray":
+    if flags.ray_address and flags.executor != "ray":
         raise UserError("--ray-address needs --executor ray")
     from compstack.sweep._models import expand_models
 
     specs = expand_models(models)
     targets = registry.resolve(targets_spec)
-    baseline = kw["baseline"] or ("ort-cpu" if "ort-cpu" in targets else targets[0])
+    baseline = flags.baseline or next((t for t in registry.with_role("baseline") if t in targets), targets[0])
     if baseline not in targets:
         raise UserError(f"--baseline {baseline}: not one of the swept targets ({', '.join(targets)})")
-    if kw["reference"] not in ("auto", "reference"):
-        registry.get(kw["reference"])
-    options = compare_options(targets, kw)
-    executor = _executor(kw)
+    if run.reference not in ("auto", "reference"):
+        registry.get(run.reference)
+    options = compare_options(targets, model, run)
+    executor = _executor(flags)
     from compstack.sweep._core import SweepOptions, run_sweep
     from compstack.sweep._display import SweepProgress
 
     try:
-        with SweepProgress(enabled=not kw["as_json"]) as progress:
-            result = run_sweep(SweepOptions(specs, options, baseline, kw["resume"]), cfg, executor, progress)
+        with SweepProgress(enabled=not run.as_json) as progress:
+            result = run_sweep(SweepOptions(specs, options, baseline, flags.resume), cfg, executor, progress)
     finally:
         executor.close()
     return summarize(result)
 
 
-def _executor(kw: dict[str, Any]) -> Any:
-    if kw["executor"] == "ray":
+def _executor(flags: SweepFlags) -> Any:
+    if flags.executor == "ray":
         from compstack.sweep._ray import RayExecutor
 
-        return RayExecutor(address=kw["ray_address"], num_cpus=kw["n_jobs"])
+        return RayExecutor(address=flags.ray_address, num_cpus=flags.n_jobs)
     from compstack.sweep._local import LocalExecutor
 
-    return LocalExecutor(kw["n_jobs"])
+    return LocalExecutor(flags.n_jobs)
+
+
+@click.command(short_help="Run models x targets (locally or on Ray); the status matrix of a sweep.")
+@click.argument("models", nargs=-1)
+@targets_option("Comma-separated targets or aliases.")
+@click.option("--baseline", default=None,
+              help="Target the speedups are against [default: ort-cpu if swept, else the first].")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: worker processes here; ray: each job a Ray task (pip install -e \".[ray]\").")
+@click.option("--ray-address", default=None,
+              help="Join this Ray cluster (auto, HOST:PORT) [default: start a local one].")
+@click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=None,
+              help="Jobs at a time in the compile/run phase (local; a local Ray cluster's CPUs) "
+                   "[default: CPUs, at most 4].")
+@click.option("--resume", is_flag=True,
+              help="Skip jobs the database already has (same model, target, options, versions) "
+                   "that ended ok or deterministically failed.")
+@click.option("--last", is_flag=True, help="Show the newest stored sweep instead of running one.")
+@click.option("--matrix", is_flag=True, help="With --last: print its status matrix.")
+@model_options
+@run_options
+def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, executor: str, ray_address: str | None,
+          n_jobs: int | None, resume: bool, last: bool, matrix: bool, model_flags: ModelFlags,
+          run_flags: RunFlags) -> None:
+    """Run every MODEL (zoo:NAME, zoo:*, file.onnx, a folder of .onnx, @list.txt) on every target.
+
+    Exit status: 0 when every row is ok, unsupported or unavailable; 1 otherwise; 2 on bad input.
+    """
+    flags = SweepFlags(baseline, executor, ray_address, n_jobs, resume, last, matrix)
+    summary = cli_sweep(list(models), targets_spec, flags, model_flags, run_flags)
+    if run_flags.as_json:
+        click.echo(json.dumps(summary, indent=1, default=str))
+    else:
+        from compstack.sweep import print_summary
+
+        print_summary(summary)
+    if any(c["status"] in BAD for cells in summary["matrix"].values() for c in cells.values()):
+        sys.exit(1)

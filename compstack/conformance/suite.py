@@ -160,7 +160,7 @@ def run_suite(cases: Sequence[Case], cases_file: Path, target_names: Sequence[st
         summary = TargetSummary(tname)
         if on_target:
             on_target(tname, len(names))
-        spec = {"target_ref": entry.ref, "options": (target_options or {}).get(tname, {}),
+        spec = {"target": tname, "target_ref": entry.ref, "options": (target_options or {}).get(tname, {}),
                 "cases": str(cases_file), "cache_dir": str(cache_dir) if cache_dir else None}
         target_rows: list[dict[str, Any]] = []
 
@@ -201,27 +201,27 @@ def _check_xfail(summary: TargetSummary, rows: list[dict[str, Any]], xfail_dir: 
         summary.xfail_file = str(path)
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS conformance_runs (
-    run_id TEXT, created REAL, target TEXT, version TEXT, onnx_version TEXT, total INTEGER,
-    passed INTEGER, unsupported INTEGER, timeout INTEGER, crashed INTEGER, failed_at_json TEXT,
-    seconds REAL, selection_json TEXT);
-CREATE TABLE IF NOT EXISTS conformance_cases (
-    run_id TEXT, target TEXT, name TEXT, status TEXT, stage TEXT, error TEXT, seconds REAL);
-"""
-
-
 def store(report: SuiteReport, db: Path) -> None:
-    """Append the run to the results database."""
+    """Append the run to the results database (its ``runs`` row, one
+    ``conformance_runs`` row per target, one ``conformance_cases`` row per case and
+    target; tables of :data:`compstack.core.results.MIGRATIONS`).
+
+    Raises:
+        UserError: the database cannot be opened or written (names ``--db``).
+    """
     import onnx
 
+    from compstack.core.results import connect
+
     try:
-        db.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(db))
-        conn.executescript(_SCHEMA)
+        conn = connect(db)
     except (OSError, sqlite3.Error) as exc:
         raise UserError(f"--db {db}: cannot open results database: {exc}") from None
+    now = time.time()
     with conn:
+        conn.execute("INSERT OR REPLACE INTO runs (run_id, command, model_name, started, ended, status) "
+                     "VALUES (?,?,?,?,?,?)", (report.run_id, "conformance", f"onnx-{onnx.__version__}",
+                                              now - sum(s.seconds or 0.0 for s in report.summaries), now, "done"))
         for s in report.summaries:
             conn.execute("INSERT INTO conformance_runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                          (report.run_id, time.time(), s.target, s.version, onnx.__version__, s.total, s.passed,
@@ -243,12 +243,13 @@ def trend(db: Path) -> list[dict[str, Any]]:
         return []
     if not db.is_file():
         raise UserError(f"--db {db}: not a regular file")
+    from compstack.core.results import connect
+
     try:
-        conn = sqlite3.connect(str(db))
-    except sqlite3.Error as exc:
-        raise UserError(f"--db {db}: cannot open results database: {exc}") from None
+        conn = connect(db)
+    except (OSError, sqlite3.Error) as exc:
+        raise UserError(f"--db {db}: not a readable results database ({exc})") from None
     try:
-        conn.executescript(_SCHEMA)
         cur = conn.execute("SELECT run_id, created, target, version, total, passed, selection_json "
                            "FROM conformance_runs ORDER BY created")
         rows = [{"run_id": r[0], "created": r[1], "target": r[2], "version": r[3], "total": r[4], "passed": r[5],

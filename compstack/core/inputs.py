@@ -260,16 +260,22 @@ def _first(exc: BaseException) -> str:
 #: Key suffix of an ``ml_dtypes`` array (bfloat16, float8...) stored as its bits: ``.npz``
 #: files hold no such dtypes (they come back as raw ``V2`` voids).
 _BITS = "@bits:"
+#: Key suffix of a string tensor (an object array of ``str``) saved as a fixed-width
+#: unicode array, so ``np.load(..., allow_pickle=False)`` reads it back.
+_STR = "@str"
 
 
 def encode_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Arrays ready for ``np.savez``: ``ml_dtypes`` arrays as unsigned-int bit views
-    under ``"<name>@bits:<dtype>"`` (see :func:`decode_arrays`)."""
+    """Arrays ready for ``np.savez`` with nothing pickled: ``ml_dtypes`` arrays as
+    unsigned-int bit views under ``"<name>@bits:<dtype>"``, string tensors (object arrays
+    of ``str``) as unicode arrays under ``"<name>@str"`` (see :func:`decode_arrays`)."""
     out = {}
     for k, v in arrays.items():
         v = np.asarray(v)
         if v.dtype.kind == "V" and v.dtype.names is None and v.dtype.itemsize in (1, 2, 4):
             out[f"{k}{_BITS}{v.dtype.name}"] = v.view(f"uint{8 * v.dtype.itemsize}")
+        elif v.dtype == object and all(isinstance(x, str) for x in v.flat):
+            out[f"{k}{_STR}"] = v.astype(str) if v.size else np.zeros(v.shape, "U1")
         else:
             out[k] = v
     return out
@@ -283,6 +289,9 @@ def decode_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """
     out: dict[str, np.ndarray] = {}
     for k, v in arrays.items():
+        if k.endswith(_STR):
+            out[k[: -len(_STR)]] = v.astype(object)
+            continue
         name, sep, dtype = k.partition(_BITS)
         if sep:
             import ml_dtypes

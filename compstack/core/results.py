@@ -11,6 +11,14 @@ flushed), :attr:`ResultsDB.warning` says so in one line, and the run goes on. Th
 run that opens the database writes the journal's rows into it and removes the journal.
 Each run is recorded in the ``runs`` table (``running``, then ``done``, ``interrupted``
 or ``failed``), so a run killed part-way is visible as such.
+
+One database, one schema: the tables of every command (``results`` and ``runs`` of
+``compare``/``run``/``sweep``, ``sweeps``, ``kernel_rows`` of ``fusion``/``profile``,
+``conformance_runs``/``conformance_cases``, ``fuzz_campaigns``/``fuzz_findings``) are
+made by :data:`MIGRATIONS`, and the schema version is SQLite's ``PRAGMA user_version``
+(:data:`DB_SCHEMA_VERSION`). Opening a database made by an older compstack upgrades it
+in place (:func:`migrate`); every module opens it through :func:`connect` or
+:class:`ResultsDB`.
 """
 
 from __future__ import annotations
@@ -26,8 +34,10 @@ from typing import Any
 
 from compstack.core.errors import UserError
 
-__all__ = ["SCHEMA_VERSION", "STATUSES", "Result", "Report", "ResultsDB"]
+__all__ = ["DB_SCHEMA_VERSION", "MIGRATIONS", "SCHEMA_VERSION", "STATUSES", "AddColumn", "Result", "Report",
+           "ResultsDB", "connect", "migrate"]
 
+#: Schema version of the ``--json`` report (:meth:`Report.to_json`).
 SCHEMA_VERSION = 1
 
 #: Every status a result can have.
@@ -120,8 +130,9 @@ class Report:
                 "pairs": compare_latencies([(r.target, r.latency_ms) for r in self.results])}
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS results (
+#: The first schema (compstack before schema versions): results, runs and sweeps.
+_BASE_TABLES = (
+    """CREATE TABLE IF NOT EXISTS results (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL,
     created REAL NOT NULL,
@@ -140,17 +151,17 @@ CREATE TABLE IF NOT EXISTS results (
     reference TEXT,
     cached INTEGER,
     log TEXT
-);
-CREATE INDEX IF NOT EXISTS results_model ON results (fingerprint, target);
-CREATE TABLE IF NOT EXISTS runs (
+)""",
+    "CREATE INDEX IF NOT EXISTS results_model ON results (fingerprint, target)",
+    """CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     command TEXT,
     model_name TEXT,
     started REAL,
     ended REAL,
     status TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS sweeps (
+)""",
+    """CREATE TABLE IF NOT EXISTS sweeps (
     sweep_id TEXT PRIMARY KEY,
     started REAL,
     ended REAL,
@@ -160,15 +171,136 @@ CREATE TABLE IF NOT EXISTS sweeps (
     targets_json TEXT,
     baseline TEXT,
     summary_json TEXT
-);
-"""
+)""",
+)
 
-#: Columns added after the first schema: ``ALTER TABLE ADD COLUMN`` on an older database.
-#: ``sweep_id``: the sweep a row belongs to (empty outside sweeps); ``options_json``: the
-#: target options the job ran with (``--resume`` keys on them); ``resumed_from``: the id
-#: of the earlier row a resumed sweep reused (nothing was run for it).
-_ADDED_COLUMNS = (("sweep_id", "TEXT DEFAULT ''"), ("options_json", "TEXT DEFAULT '{}'"),
-                  ("resumed_from", "INTEGER"))
+
+@dataclass(frozen=True)
+class AddColumn:
+    """A migration step that adds a column unless the table has it already (databases
+    made before ``user_version`` was kept may or may not have it)."""
+
+    table: str
+    column: str
+    decl: str
+
+
+#: The results database's migrations, oldest first. Step ``i`` (1-based) takes a
+#: database from schema version ``i - 1`` to ``i`` (SQLite ``PRAGMA user_version``); a
+#: step is a tuple of SQL statements and :class:`AddColumn`\ s, run in one transaction
+#: with the version bump. A database made before versions were kept (``user_version``
+#: 0) goes through every step: each is a no-op where that database already has it.
+MIGRATIONS: tuple[tuple[str | AddColumn, ...], ...] = (
+    # 1: results, runs and sweeps
+    _BASE_TABLES,
+    # 2: sweep rows (``sweep_id``), the target options a row ran with (``--resume`` keys
+    #    on them), the id of the earlier row a resumed sweep reused (``resumed_from``)
+    (AddColumn("results", "sweep_id", "TEXT DEFAULT ''"), AddColumn("results", "options_json", "TEXT DEFAULT '{}'"),
+     AddColumn("results", "resumed_from", "INTEGER"),
+     "CREATE INDEX IF NOT EXISTS results_sweep ON results (sweep_id)"),
+    # 3: conformance runs (one row per target) and cases (one row per case and target)
+    ("""CREATE TABLE IF NOT EXISTS conformance_runs (
+    run_id TEXT, created REAL, target TEXT, version TEXT, onnx_version TEXT, total INTEGER,
+    passed INTEGER, unsupported INTEGER, timeout INTEGER, crashed INTEGER, failed_at_json TEXT,
+    seconds REAL, selection_json TEXT)""",
+     """CREATE TABLE IF NOT EXISTS conformance_cases (
+    run_id TEXT, target TEXT, name TEXT, status TEXT, stage TEXT, error TEXT, seconds REAL)"""),
+    # 4: fuzz campaigns and their unique findings
+    ("""CREATE TABLE IF NOT EXISTS fuzz_campaigns (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started REAL, finished REAL, seed INTEGER, budget_s REAL, targets TEXT, options TEXT,
+    graphs INTEGER, rejected INTEGER, outcomes TEXT, stage_seconds TEXT, graphs_per_min REAL, findings INTEGER
+)""",
+     """CREATE TABLE IF NOT EXISTS fuzz_findings (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    campaign INTEGER, number INTEGER, signature TEXT, target TEXT, stage TEXT, kind TEXT, label TEXT, ops TEXT,
+    graph TEXT, attribution TEXT, known INTEGER, repeats INTEGER, bundle TEXT, graph_seed INTEGER, error TEXT
+)"""),
+    # 5: one row per target of ``compstack fusion`` / ``compstack profile``
+    ("""CREATE TABLE IF NOT EXISTS kernel_rows (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    created REAL NOT NULL,
+    command TEXT NOT NULL,
+    model_name TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    target TEXT NOT NULL,
+    status TEXT NOT NULL,
+    stage TEXT,
+    error TEXT,
+    compile_s REAL,
+    kernels INTEGER,
+    kernels_json TEXT,
+    profile_json TEXT,
+    versions_json TEXT,
+    flags_json TEXT,
+    notes_json TEXT
+)""",
+     "CREATE INDEX IF NOT EXISTS kernel_rows_model ON kernel_rows (fingerprint, target)"),
+)
+
+#: Schema version of the results database (``PRAGMA user_version``) this compstack writes.
+DB_SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _apply(conn: sqlite3.Connection, step: str | AddColumn) -> None:
+    if isinstance(step, AddColumn):
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({step.table})")}
+        if step.column not in have:
+            conn.execute(f"ALTER TABLE {step.table} ADD COLUMN {step.column} {step.decl}")
+    else:
+        conn.execute(step)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the database of ``conn`` to :data:`DB_SCHEMA_VERSION` in place, running the
+    :data:`MIGRATIONS` it lacks in one ``BEGIN IMMEDIATE`` transaction (so two processes
+    opening an old database at once migrate it once). A newer database is left as it is.
+
+    Returns:
+        The schema version the database had before.
+
+    Raises:
+        sqlite3.Error: not an SQLite database, locked past the busy timeout, read-only.
+    """
+    before = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if before >= DB_SCHEMA_VERSION:
+        return before
+    level = conn.isolation_level
+    conn.isolation_level = None  # the transaction below is ours, DDL included
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            have = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            for step in MIGRATIONS[have:]:
+                for statement in step:
+                    _apply(conn, statement)
+            conn.execute(f"PRAGMA user_version = {DB_SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.isolation_level = level
+    return before
+
+
+def connect(path: str | Path, busy_timeout_s: float = 30.0) -> sqlite3.Connection:
+    """Open (creating) the results database at ``path`` and :func:`migrate` it.
+
+    Raises:
+        sqlite3.Error: the file is not an SQLite database or cannot be written.
+        OSError: its folder cannot be created.
+    """
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=busy_timeout_s)
+    try:
+        migrate(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
 
 _COLUMNS = ("run_id", "created", "model_name", "fingerprint", "target", "status", "stage", "error", "compile_s",
             "latency_median_ms", "latency_json", "outputs_json", "versions_json", "flags_json", "reference",
@@ -201,8 +333,7 @@ class ResultsDB:
             raise UserError(f"--db {self.path}: cannot open results database: {exc.strerror or exc}") from None
         try:
             self.conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s)
-            self.conn.executescript(_SCHEMA)
-            self._migrate()
+            migrate(self.conn)
             self._replay()
         except sqlite3.Error as exc:
             self._unwritable(exc)
@@ -239,19 +370,9 @@ class ResultsDB:
     def _insert(self, table: str, row: dict[str, Any]) -> None:
         assert self.conn is not None
         cols = list(row)
-        verb = "INSERT" if table == "results" else "INSERT OR REPLACE"
+        verb = "INSERT OR REPLACE" if table in ("runs", "sweeps") else "INSERT"
         self.conn.execute(f"{verb} INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                           [row[c] for c in cols])
-
-    def _migrate(self) -> None:
-        """Add the columns a database made by an older compstack lacks."""
-        assert self.conn is not None
-        have = {r[1] for r in self.conn.execute("PRAGMA table_info(results)")}
-        with self.conn:
-            for name, decl in _ADDED_COLUMNS:
-                if name not in have:
-                    self.conn.execute(f"ALTER TABLE results ADD COLUMN {name} {decl}")
-            self.conn.execute("CREATE INDEX IF NOT EXISTS results_sweep ON results (sweep_id)")
 
     def _replay(self) -> None:
         """Move the rows of an earlier run's journal into the database."""
@@ -296,6 +417,46 @@ class ResultsDB:
                              "started": report.started, "ended": ended, "status": status})
         if self.warning and self.warning not in report.warnings:
             report.warnings.append(self.warning)
+
+    def add_kernels(self, run_id: str, command: str, model: dict[str, Any], row: Any) -> None:
+        """Write one target's ``compstack fusion``/``profile`` row now (committed at once,
+        else journaled).
+
+        Args:
+            run_id: the command's run (also in ``runs``, see :meth:`run_status`).
+            command: ``fusion`` or ``profile``.
+            model: ``{"name", "fingerprint"}`` of the model.
+            row: a :class:`compstack.fusion.run.TargetKernels`-like object
+                (``target``, ``status``, ``stage``, ``error``, ``compile_s`` in seconds,
+                ``kernels`` (a kernel map with ``to_json()``), ``profile`` (same),
+                ``versions``, ``flags``, ``notes``).
+        """
+        kernels = row.kernels.to_json() if getattr(row, "kernels", None) is not None else None
+        profile = row.profile.to_json() if getattr(row, "profile", None) is not None else None
+        count = kernels.get("kernel_count") if isinstance(kernels, dict) else None
+        self._write("kernel_rows", {
+            "run_id": run_id, "created": time.time(), "command": command, "model_name": model.get("name", ""),
+            "fingerprint": model.get("fingerprint", ""), "target": row.target, "status": row.status,
+            "stage": getattr(row, "stage", ""), "error": getattr(row, "error", ""),
+            "compile_s": getattr(row, "compile_s", None), "kernels": count,
+            "kernels_json": json.dumps(kernels, default=str) if kernels is not None else None,
+            "profile_json": json.dumps(profile, default=str) if profile is not None else None,
+            "versions_json": json.dumps(dict(getattr(row, "versions", {}) or {})),
+            "flags_json": json.dumps(dict(getattr(row, "flags", {}) or {}), default=str),
+            "notes_json": json.dumps(list(getattr(row, "notes", []) or []))})
+
+    def kernel_rows(self, fingerprint: str | None = None) -> list[dict[str, Any]]:
+        """Every ``fusion``/``profile`` row (optionally of one model), oldest first.
+
+        Raises:
+            UserError: the database cannot be read.
+        """
+        if self.conn is None:
+            raise UserError(self.warning or f"--db {self.path}: cannot read results database")
+        cur = self.conn.execute("SELECT * FROM kernel_rows" + (" WHERE fingerprint = ?" if fingerprint else "")
+                                + " ORDER BY id", (fingerprint,) if fingerprint else ())
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
 
     def sweep_status(self, sweep: dict[str, Any]) -> None:
         """Upsert a sweep's row in the ``sweeps`` table (keys of :data:`_SWEEP_COLUMNS`)."""
@@ -347,4 +508,6 @@ class ResultsDB:
 _RUN_COLUMNS = ("run_id", "command", "model_name", "started", "ended", "status")
 _SWEEP_COLUMNS = ("sweep_id", "started", "ended", "status", "executor", "models_json", "targets_json", "baseline",
                   "summary_json")
-_TABLE_COLUMNS = {"results": _COLUMNS, "runs": _RUN_COLUMNS, "sweeps": _SWEEP_COLUMNS}
+_KERNEL_COLUMNS = ("run_id", "created", "command", "model_name", "fingerprint", "target", "status", "stage", "error",
+                   "compile_s", "kernels", "kernels_json", "profile_json", "versions_json", "flags_json", "notes_json")
+_TABLE_COLUMNS = {"results": _COLUMNS, "runs": _RUN_COLUMNS, "sweeps": _SWEEP_COLUMNS, "kernel_rows": _KERNEL_COLUMNS}

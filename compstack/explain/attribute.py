@@ -14,13 +14,18 @@ checking whether the discrepancy is still there:
    generation or runtime.
 3. **which pass**: where the stack switches passes off by name (``Target.pass_option``:
    ORT ``disabled_optimizers``, TVM ``disabled_passes`` -> ``PassContext(disabled_pass)``,
-   XLA ``disable_hlo_passes`` -> ``xla_disable_hlo_passes``) and says which passes changed
-   the model (``Target.applied_passes``: ORT's own log of each graph transformer that
-   modified the graph, TVM's pass instrument, XLA's per-pass dump), each such pass is
+   XLA ``disable_hlo_passes`` -> ``xla_disable_hlo_passes``, Inductor ``disable_config`` ->
+   ``torch._inductor.config`` switches) and says which passes changed the model
+   (``Target.applied_passes``: ORT's own log of each graph transformer that modified the
+   graph, TVM's pass instrument, XLA's per-pass dump, Inductor's pattern-matcher counter
+   and its switches that were on), each such pass is
    switched off alone, in the order the stack applied them; the one whose removal makes
-   the result agree is named. Precision knobs (fast-math, FMA contraction) are not
-   searched yet.
-4. **the op alone vs in context** comes from bisect (an op that is wrong alone is an
+   the result agree is named.
+4. **precision knobs** (``Target.precision_knobs``: IREE's FP-reduction reassociation,
+   ...): each is switched to strict arithmetic alone, before the optimiser question; one
+   that makes the result agree is reported as "differs because of KNOB" (culprit
+   ``precision``), a documented trade-off of the stack, not a bug.
+5. **the op alone vs in context** comes from bisect (an op that is wrong alone is an
    op bug; right alone but wrong in context is an interaction: fusion, layout).
 
 Where a stack has no switch the report says which question could not be asked.
@@ -35,7 +40,7 @@ from typing import Any
 from compstack.explain.evaluate import Run
 from compstack.explain.graph import Piece, feeds_for
 
-__all__ = ["Attribution", "attribute", "MAX_PASSES"]
+__all__ = ["Attribution", "attribute", "merge_options", "MAX_PASSES"]
 
 #: Passes tried one by one (the first that changed the model, in pipeline order): TVM's
 #: TIR pipeline alone has a hundred, most of which cannot be switched off.
@@ -47,7 +52,8 @@ class Attribution:
     """Where the discrepancy comes from.
 
     Attributes:
-        culprit: ``compstack`` (our translation), ``optimizer`` (the stack's optimiser),
+        culprit: ``compstack`` (our translation), ``precision`` (a precision knob of the
+            stack closes the gap: not a bug), ``optimizer`` (the stack's optimiser),
             ``stack`` (frontend, code generation or runtime), or ``unknown``.
         summary: one sentence for the reader.
         checks: each re-run: ``{"run": label, "holds": bool, "status", "detail"}``.
@@ -58,6 +64,20 @@ class Attribution:
     checks: list[dict[str, Any]] = field(default_factory=list)
     #: the pass named as the cause, where the pass search found one.
     pass_name: str = ""
+    #: the precision knob that closes the gap, where one does.
+    knob: str = ""
+
+
+def merge_options(cls: Any, opts: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
+    """``opts`` with ``extra`` laid over it; a tuple-valued option (``extra_flags``) gets
+    ``extra``'s items appended to the user's (comma-separated, as ``--option`` takes them)
+    instead of replacing them."""
+    fields = getattr(getattr(cls, "Options", None), "__dataclass_fields__", {})
+    out = dict(opts)
+    for k, v in extra.items():
+        kind = str(getattr(fields.get(k), "type", ""))
+        out[k] = f"{out[k]},{v}" if out.get(k) and kind.startswith("tuple") else v
+    return out
 
 
 def _check(explainer: Any, run: Run, p: Piece, target: str) -> dict[str, Any]:
@@ -92,6 +112,16 @@ def attribute(explainer: Any, p: Piece, target: str) -> Attribution:
             return Attribution("compstack", "compstack's own translation is wrong: the translated program gives the "
                                "same wrong result run eagerly, without the compiler. This is a compstack bug, not "
                                f"{target}'s.", checks)
+    for knob, how in (getattr(cls, "precision_knobs", {}) or {}).items():
+        if time.monotonic() > explainer.deadline:
+            break
+        run = Run.of(target, merge_options(cls, opts, dict(how.get("options", {}))), env=how.get("env"))
+        res = _check(explainer, run, p, target)
+        checks.append(res)
+        if res["holds"] is False:
+            return Attribution("precision", f"{target} differs because of {knob}: with it switched off "
+                               f"({run.label()}) the result agrees with the float64 reference. That is a documented "
+                               "precision trade-off of the stack, not a bug.", checks, knob=knob)
     off = dict(getattr(cls, "optimizations_off", {}) or {})
     if not off:
         culprit = "stack" if checks else "unknown"
@@ -99,7 +129,7 @@ def attribute(explainer: Any, p: Piece, target: str) -> Attribution:
                if checks else "")
         return Attribution(culprit, f"{why}{target} declares no switch to turn its optimiser off, so the optimiser "
                            "and the rest of the stack were not told apart.", checks)
-    run = Run.of(target, {**opts, **off.get("options", {})}, env=off.get("env"))
+    run = Run.of(target, merge_options(cls, opts, dict(off.get("options", {}))), env=off.get("env"))
     plain = _check(explainer, run, p, target)
     checks.append(plain)
     if plain["holds"] is None:

@@ -359,10 +359,11 @@ def _valid(model: onnx.ModelProto) -> bool:
 
 def simplify(explainer: Explainer, p: Piece) -> Simplified:
     """Second ddmin pass on the reduced piece (after the nodes): drop each optional
-    attribute (the op then uses its documented default), and replace each float input by all-ones, then
-    all-zeros; keep a change when the model stays valid and the property still holds
-    (judged against the reference of the *changed* model). One compile per candidate,
-    stopped at the explainer's deadline.
+    attribute (the op then uses its documented default), shrink the input shapes (see
+    :func:`shrink_shapes`), and replace each float input by all-ones, then all-zeros; keep a
+    change when the model stays valid and the property still holds (judged against the
+    reference of the *changed* model). One compile per candidate, stopped at the
+    explainer's deadline.
     """
     import copy
 
@@ -399,9 +400,11 @@ def simplify(explainer: Explainer, p: Piece) -> Simplified:
             if holds(trial, feeds):
                 model = trial
                 steps.append(f"{node.name or node.op_type}: attribute {attr.name} dropped (the op's default)")
+    model, feeds, shrunk = shrink_shapes(model, feeds, holds)
+    steps += shrunk
     for name in list(feeds):
         arr = feeds[name]
-        if arr.dtype.kind != "f" or arr.size <= 1:
+        if arr.dtype.kind != "f" or arr.size == 0:
             continue
         for label, value in (("ones", np.ones_like(arr)), ("zeros", np.zeros_like(arr))):
             trial_feeds = {**feeds, name: value}
@@ -411,6 +414,100 @@ def simplify(explainer: Explainer, p: Piece) -> Simplified:
                 break
     return Simplified(model, feeds, steps, explainer.evaluator.compiles - c0)
 
+
+def with_input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]],
+                      initializers: dict[str, np.ndarray] | None = None) -> onnx.ModelProto:
+    """A copy of ``model`` whose graph inputs named in ``shapes`` declare those static
+    shapes and whose initializers named in ``initializers`` hold those arrays; the
+    inferred ``value_info`` is dropped and the outputs' dims become symbolic (same rank),
+    so ONNX shape inference (run by the validity check) derives them again.
+    """
+    import copy
+
+    from onnx import numpy_helper
+
+    out = copy.deepcopy(model)
+    for vi in out.graph.input:
+        if vi.name in shapes:
+            dims = vi.type.tensor_type.shape.dim
+            del dims[:]
+            for d in shapes[vi.name]:
+                dims.add().dim_value = int(d)
+    for i, init in enumerate(out.graph.initializer):
+        if initializers and init.name in initializers:
+            out.graph.initializer[i].CopyFrom(numpy_helper.from_array(initializers[init.name], init.name))
+    del out.graph.value_info[:]
+    for vi in out.graph.output:
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            for i, d in enumerate(vi.type.tensor_type.shape.dim):
+                d.Clear()
+                d.dim_param = f"{vi.name}_dim{i}"  # same rank; shape inference fills the sizes
+    return out
+
+
+def shrink_shapes(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
+                  holds: Callable[[onnx.ModelProto, dict[str, np.ndarray]], bool]) -> tuple[
+                      onnx.ModelProto, dict[str, np.ndarray], list[str]]:
+    """Delta debugging over tensor shapes: halve dimensions while the property holds.
+
+    The tensors are the graph inputs and the float initializers of rank >= 1 (weights
+    and constants that broadcast against the inputs must shrink with them). Each round
+    tries, for every dimension size ``d > 1`` among them, to cut *every* axis of that size
+    to ``d // 2`` at once (axes that broadcast together share a size), then each (tensor,
+    axis) alone; a tensor's values are its leading slice along the axis, so the smaller
+    model computes a sub-block of what the original did. A candidate is kept when
+    :func:`_valid` accepts it (checker with shape inference, so a ``Reshape`` whose
+    constant no longer fits is refused) and ``holds`` says the property still holds.
+    Rounds repeat until nothing shrinks (ddmin's 1-minimality over the dimension sizes;
+    Zeller and Hildebrandt, "Simplifying and Isolating Failure-Inducing Input", 2002).
+
+    Args:
+        model: the reduced model (its graph inputs are the keys of ``feeds``).
+        feeds: input name -> array (any dtype; shapes as the model declares).
+        holds: the property, evaluated on a candidate model and its inputs.
+
+    Returns:
+        The model, its inputs, and one line per tensor that changed
+        (``input x: shape [4, 8] -> [1, 1]``, ``initializer w: ...``).
+    """
+    from onnx import numpy_helper
+
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    inits = {n: a for n, a in inits.items() if a.ndim >= 1 and a.dtype.kind == "f" and n not in feeds}
+    tensors = {**feeds, **inits}
+    before = {n: tuple(a.shape) for n, a in tensors.items()}
+
+    def cut(axes: list[tuple[str, int]], size: int) -> dict[str, np.ndarray]:
+        out = dict(tensors)
+        for name, ax in axes:
+            index = [slice(None)] * out[name].ndim
+            index[ax] = slice(0, size)
+            out[name] = np.ascontiguousarray(out[name][tuple(index)])
+        return out
+
+    changed = True
+    while changed:
+        changed = False
+        axes_of: dict[int, list[tuple[str, int]]] = {}
+        for name, arr in tensors.items():
+            for ax, d in enumerate(arr.shape):
+                if d > 1:
+                    axes_of.setdefault(d, []).append((name, ax))
+        groups = [axes for _, axes in sorted(axes_of.items(), reverse=True)]
+        groups += [[a] for axes in list(groups) if len(axes) > 1 for a in axes]
+        for axes in groups:
+            size = tensors[axes[0][0]].shape[axes[0][1]]
+            if size <= 1 or any(tensors[n].shape[a] != size for n, a in axes):
+                continue  # an earlier candidate of this round changed it
+            trial = cut(axes, size // 2)
+            candidate = with_input_shapes(model, {n: trial[n].shape for n in feeds},
+                                          {n: trial[n] for n in inits})
+            trial_feeds = {n: trial[n] for n in feeds}
+            if holds(candidate, trial_feeds):
+                model, tensors, changed = candidate, trial, True
+    steps = [f"{'input' if n in feeds else 'initializer'} {n}: shape {list(s)} -> {list(tensors[n].shape)}"
+             for n, s in before.items() if tuple(tensors[n].shape) != s]
+    return model, {n: tensors[n] for n in feeds}, steps
 
 def _split(items: list[int], n: int) -> list[list[int]]:
     """``items`` in ``n`` contiguous chunks of near-equal size."""

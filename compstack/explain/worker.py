@@ -5,7 +5,7 @@ one JSON request a line on stdin, ``{"model": PATH, "inputs": NPZ, "outputs": NP
 "stages": DIR or null, "artifact": DIR or null}`` (or ``{"model": PATH, "passes": true}``:
 the names of the passes that change the model, ``Target.applied_passes``), and answers on a private pipe with ``{"progress": STAGE}``
 lines and one ``{"result": {"status", "stage", "error"}}`` (the protocol of
-:mod:`compstack.conformance.worker`, so :class:`compstack.run.pool.WorkerProcess`
+:mod:`compstack.run.worker` ``--serve``, so :class:`compstack.run.pool.WorkerProcess`
 drives it, restarting it after a crash or hang). Explain compiles dozens of pieces of
 one model; paying the stack's import once per target is what makes that affordable.
 

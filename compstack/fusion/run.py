@@ -1,5 +1,5 @@
 """Parent side of ``compstack fusion`` / ``compstack profile``: one isolated worker job per
-target (:func:`compstack.run.runner.run_isolated`), as ``compstack compare`` does, so a stack
+target (:mod:`compstack.run.executors`, task :mod:`compstack.run.tasks.kernels`), as ``compstack compare`` does, so a stack
 that crashes costs its own row only.
 """
 
@@ -16,8 +16,9 @@ from compstack.core.inputs import input_sets, save_npz
 from compstack.core.latency import LatencyConfig
 from compstack.core.procs import run_tempdir
 from compstack.ops._registry import origins_for
+from compstack.run.executors import Executor, Limits, open_executor
 from compstack.run.jobs import Job, JobOutcome, pack_sets
-from compstack.run.runner import Limits, run_inline, run_isolated
+from compstack.run.tasks.kernels import Result as KernelsResult
 
 __all__ = ["KernelsOptions", "TargetKernels", "collect"]
 
@@ -36,6 +37,7 @@ class KernelsOptions:
         isolate: run jobs in worker processes (False: inline, for debugging).
         threads: threads per stack (None: :func:`compstack.core.threads.default_threads`;
             0: each stack's own default).
+        executor: where the jobs run (:func:`compstack.run.executors.open_executor`).
     """
 
     targets: list[str]
@@ -46,6 +48,7 @@ class KernelsOptions:
     target_options: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     isolate: bool = True
     threads: int | None = None
+    executor: str | Executor = ""
 
 
 @dataclass
@@ -88,16 +91,16 @@ def _ref_of(name: str) -> str:
 
 
 def _row(outcome: JobOutcome) -> TargetKernels:
-    extra = outcome.extra or {}
+    res = KernelsResult.from_json(outcome.result)
     row = TargetKernels(target=outcome.target, status=outcome.status, stage=outcome.stage, error=outcome.error,
                         flags=dict(outcome.flags), versions=dict(outcome.versions))
     if outcome.compile_s is not None:
         row.compile_s = (outcome.lower_s or 0.0) + outcome.compile_s
-    if extra.get("kernels"):
-        row.kernels = KernelMap.from_json(extra["kernels"])
-    if extra.get("profile"):
-        row.profile = KernelProfile.from_json(extra["profile"])
-    row.notes = [extra[k] for k in ("kernels_note", "profile_note") if extra.get(k)]
+    if res.kernels:
+        row.kernels = KernelMap.from_json(res.kernels)
+    if res.profile:
+        row.profile = KernelProfile.from_json(res.profile)
+    row.notes = [n for n in (res.kernels_note, res.profile_note) if n]
     return row
 
 
@@ -112,6 +115,7 @@ def collect(source: cir.SourceModel, options: KernelsOptions, settings: Settings
     from compstack.run.session import model_file
 
     model_path = model_file(source, settings.cache_dir)
+    executor, owned = open_executor(options.executor, options.isolate)
     work = run_tempdir("compstack-kernels-")
     rows = []
     try:
@@ -132,11 +136,13 @@ def collect(source: cir.SourceModel, options: KernelsOptions, settings: Settings
                       latency=vars(options.latency), kind="profile" if options.profile else "kernels",
                       source=source.spec, source_framework=source.framework, threads=threads,
                       op_origins=origins_for(source.model))
-            outcome = run_isolated(job, options.limits) if options.isolate else run_inline(job)
+            outcome = executor.run(job, options.limits)
             row = _row(outcome)
             rows.append(row)
             if on_done:
                 on_done(row)
     finally:
+        if owned:
+            executor.close()
         shutil.rmtree(work, ignore_errors=True)
     return rows

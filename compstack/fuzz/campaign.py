@@ -50,7 +50,14 @@ UNSUPPORTED_HINTS = ("NOT_IMPLEMENTED", "not implemented", "Could not find an im
 
 @dataclass
 class CampaignOptions:
-    """What a campaign does (the CLI flags of ``compstack fuzz``)."""
+    """What a campaign does (the CLI flags of ``compstack fuzz``).
+
+    ``symbolic_shapes``: share of graphs with symbolic input dims
+    (:meth:`compstack.fuzz.generate.Generator._symbolic`). ``executor``: ``local`` (this
+    process's Evaluator, one graph at a time) or ``ray`` (:mod:`compstack.fuzz.ray_exec`:
+    ``workers`` Ray actors, default one per CPU of the cluster; ``ray_address`` joins a
+    cluster instead of starting a local one).
+    """
 
     targets: list[str]
     seed: int = 0
@@ -68,6 +75,10 @@ class CampaignOptions:
     known_dir: Path | None = None
     rtol: float = 1e-3
     atol: float = 1e-5
+    symbolic_shapes: float = 0.2
+    executor: str = "local"
+    workers: int | None = None
+    ray_address: str | None = None
 
 
 @dataclass
@@ -99,14 +110,15 @@ class Finding:
 
 
 def one_line(model: onnx.ModelProto) -> str:
-    """The graph in one line: ``Op[attr=v](dtype[shape], ...)`` per node, ``;``-separated."""
+    """The graph in one line: ``Op[attr=v](dtype[shape], ...)`` per node, ``;``-separated
+    (a symbolic dim is shown by its name: ``float32[d3, 4]``)."""
     from onnx import helper
 
     types: dict[str, str] = {}
     for v in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output):
         tt = v.type.tensor_type
         dt = helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type else "?"
-        types[v.name] = f"{dt}{[d.dim_value for d in tt.shape.dim]}"
+        types[v.name] = f"{dt}[{', '.join(d.dim_param or str(d.dim_value) for d in tt.shape.dim)}]"
     for t in model.graph.initializer:
         types[t.name] = f"const {helper.tensor_dtype_to_np_dtype(t.data_type).name}{list(t.dims)}"
     parts = []
@@ -136,7 +148,8 @@ class _Campaign:
         from compstack.explain.evaluate import Evaluator
 
         self.o, self.say = opts, say
-        self.gen = Generator(opts.seed, opts.max_nodes, opts.dtypes, opts.ops, opts.allow_ub)
+        self.gen = Generator(opts.seed, opts.max_nodes, opts.dtypes, opts.ops, opts.allow_ub, opts.symbolic_shapes)
+        self.executor: dict[str, Any] = {"name": opts.executor}
         self.ev = Evaluator(opts.timeout_s)
         self.rng = np.random.default_rng(opts.seed + 7)
         self.outcomes: dict[str, dict[str, int]] = {t: {} for t in opts.targets}
@@ -152,18 +165,21 @@ class _Campaign:
         self.bundle_root = Path(opts.out_dir) if opts.out_dir else Path(tempfile.mkdtemp(prefix="compstack-fuzz-"))
 
     # -- bookkeeping
-    def _count(self, target: str, key: str, res: Any = None) -> None:
+    def _count(self, target: str, key: str, stage_seconds: dict[str, float] | None = None) -> None:
         self.outcomes[target][key] = self.outcomes[target].get(key, 0) + 1
-        if res is not None:
-            for st, s in res.stage_seconds.items():
+        if stage_seconds:
+            for st, s in stage_seconds.items():
                 self.seconds[target][st] = self.seconds[target].get(st, 0.0) + s
 
-    def start(self) -> list[str]:
+    def start(self, info_of: Callable[[str], dict[str, Any]] | None = None) -> list[str]:
+        """The targets that are available (others are counted ``unavailable``); reads each
+        one's version and known file. ``info_of(target)``: the worker's ready message
+        (default: this process's Evaluator)."""
         from compstack.explain.evaluate import Run
 
         active = []
         for t in self.o.targets:
-            info = self.ev.info(Run.of(t))
+            info = info_of(t) if info_of is not None else self.ev.info(Run.of(t))
             if not info.get("available", False):
                 self.say(f"{t}: unavailable ({str(info.get('reason', ''))[:120]}); skipped")
                 self._count(t, "unavailable")
@@ -175,49 +191,19 @@ class _Campaign:
         return active
 
     def dtypes_of(self, target: str) -> frozenset[str]:
-        from compstack import targets as registry
-
         if target not in self._dtypes:
-            self._dtypes[target] = frozenset(getattr(registry.get(target), "supported_dtypes", ()))
+            self._dtypes[target] = target_dtypes(target)
         return self._dtypes[target]
 
     # -- oracles
-    def _verdicts(self, outputs: dict[str, np.ndarray], model: onnx.ModelProto, ref: Any) -> list[tuple[str, Any]]:
-        from compstack.explain.verdict import judge
-
-        out: list[tuple[str, Any]] = []
-        for o in model.graph.output:
-            if o.name not in outputs:
-                out.append((o.name, None))
-                continue
-            out.append((o.name, judge(outputs[o.name], ref.f64[o.name], ref.f32[o.name], self.o.rtol, self.o.atol)))
-        return out
-
     def evaluate(self, case: Case, ref: Any, target: str) -> tuple[str, str, str, Any]:
         """(key, stage, error, result) where key is ``ok``, a verdict kind, or a status."""
-        from compstack.explain.evaluate import Run
+        return evaluate_one(self.ev, self.dtypes_of, case.model, case.feeds, ref, target, self.o.rtol, self.o.atol,
+                            self.own)
 
-        io = {np.asarray(a).dtype.name for a in case.feeds.values()} | {
-            np.asarray(ref.f32[o.name]).dtype.name for o in case.model.graph.output}
-        missing = sorted(io - self.dtypes_of(target))
-        if missing:  # what the harness cannot feed or read back (as the conformance suite does)
-            return "unsupported-dtype", "import", f"dtype {', '.join(missing)} not taken by this target", None
-        res = self.ev.run(Run.of(target), case.model, case.feeds)
-        if res.status != "ok":
-            st = "unsupported" if res.status == "failed" and _unsupported(res.error) else res.status
-            return st, res.stage, res.error, res
-        t0 = time.perf_counter()
-        vs = self._verdicts(res.outputs, case.model, ref)
-        self.own["judge"] += time.perf_counter() - t0
-        bad = [(o, v) for o, v in vs if v is None or v.bad]
-        if bad:
-            o, v = bad[0]
-            return (v.kind if v is not None else "shape"), "compare", \
-                (f"output {o}: " + (v.detail if v is not None else "missing")), res
-        kinds = {v.kind for _, v in vs}
-        return ("imprecise" if "imprecise" in kinds else "ok"), "", "", res
-
-    def step(self, index: int, active: list[str]) -> None:
+    def plan(self, index: int) -> tuple[Case, Any, tuple[str, onnx.ModelProto] | None]:
+        """Graph ``index``, its reference values and its rewrite (or None); the campaign's
+        random streams are consumed here, in index order, whatever the executor."""
         from compstack.explain.graph import reference_values
         from compstack.fuzz.rewrite import rewrite
 
@@ -228,24 +214,35 @@ class _Campaign:
         rw = None
         if self.o.equivalence and self.rng.random() < self.o.equivalence:
             rw = rewrite(case.model, ref, self.rng)
-        done = {t: self.evaluate(case, ref, t) for t in active}
-        suspect = _reference_suspect(done)
-        for t in active:
-            key, stage, err, res = done[t]
-            if key in _DIFFERENTIAL and suspect:
-                key = "reference-suspect"
+        return case, ref, rw
+
+    def step(self, index: int, active: list[str]) -> None:
+        case, ref, rw = self.plan(index)
+        rows = evaluate_graph(self.ev, self.dtypes_of, case.model, case.feeds, ref, rw, active, self.o.rtol,
+                              self.o.atol, self.own)
+        self.absorb(case, ref, rw, rows)
+
+    def absorb(self, case: Case, ref: Any, rw: tuple[str, onnx.ModelProto] | None,
+               rows: list[dict[str, Any]]) -> None:
+        """Count one graph's outcomes (``rows`` of :func:`evaluate_graph`) and record its findings."""
+        from compstack.explain.graph import reference_values
+
+        rref = None
+        for row in rows:
+            t, key, stage, err = row["target"], row["key"], row["stage"], row["error"]
             self._count(t, key if not stage or key in ("ok", "imprecise", "reference-suspect") else f"{key}@{stage}",
-                        res)
-            if key in ("failed", "crashed", "timeout", "wrong", "nan", "shape"):
+                        row["stage_seconds"])
+            if key in _FINDING:
                 self.found(case, ref, t, key, stage, err)
                 continue
-            if rw is not None and key in ("ok", "imprecise"):
-                name, model = rw
-                rcase = Case(model, case.feeds, case.seed, [n.op_type for n in model.graph.node])
-                rref = reference_values(model, case.feeds)
-                k2, st2, err2, res2 = self.evaluate(rcase, rref, t)
+            r2 = row.get("rewrite")
+            if r2 is not None and rw is not None:
+                k2, st2, err2 = r2["key"], r2["stage"], r2["error"]
                 self._count(t, f"rewrite-{k2}" if k2 in ("ok", "imprecise") else f"rewrite-{k2}@{st2}", None)
-                if k2 in ("failed", "crashed", "timeout", "wrong", "nan", "shape"):
+                if k2 in _FINDING:
+                    name, model = rw
+                    rcase = Case(model, case.feeds, case.seed, [n.op_type for n in model.graph.node])
+                    rref = rref if rref is not None else reference_values(model, case.feeds)
                     self.found(rcase, rref, t, "equivalence", st2, f"{name}: {k2}: {err2}", rewrite=name)
         self.graphs += 1
 
@@ -315,6 +312,91 @@ class _Campaign:
         self.ev.close()
 
 
+def target_dtypes(target: str) -> frozenset[str]:
+    """The dtype names ``target`` takes as inputs and gives back (``supported_dtypes``)."""
+    from compstack import targets as registry
+
+    return frozenset(getattr(registry.get(target), "supported_dtypes", ()))
+
+
+def evaluate_one(ev: Any, dtypes_of: Callable[[str], frozenset[str]], model: onnx.ModelProto,
+                 feeds: dict[str, np.ndarray], ref: Any, target: str, rtol: float, atol: float,
+                 own: dict[str, float] | None = None) -> tuple[str, str, str, Any]:
+    """Run ``model`` on ``target`` through the Evaluator ``ev`` and judge every output
+    against ``ref`` (``ref.f64``/``ref.f32``: output name -> array) with the noise-floor
+    verdict; ``own["judge"]`` gets the seconds spent judging.
+
+    Returns:
+        ``(key, stage, error, EvalResult or None)``: key ``ok``/``imprecise``, a bad
+        verdict kind (``wrong``, ``nan``, ``shape``; stage ``compare``), ``unsupported-dtype``
+        (not run), ``unsupported`` (an error saying a feature is missing) or the
+        evaluation's status (``failed``, ``crashed``, ``timeout``...).
+    """
+    from compstack.explain.evaluate import Run
+    from compstack.explain.verdict import judge
+
+    io = {np.asarray(a).dtype.name for a in feeds.values()} | {
+        np.asarray(ref.f32[o.name]).dtype.name for o in model.graph.output}
+    missing = sorted(io - dtypes_of(target))
+    if missing:  # what the harness cannot feed or read back (as the conformance suite does)
+        return "unsupported-dtype", "import", f"dtype {', '.join(missing)} not taken by this target", None
+    res = ev.run(Run.of(target), model, feeds)
+    if res.status != "ok":
+        st = "unsupported" if res.status == "failed" and _unsupported(res.error) else res.status
+        return st, res.stage, res.error, res
+    t0 = time.perf_counter()
+    vs: list[tuple[str, Any]] = []
+    for o in model.graph.output:
+        if o.name not in res.outputs:
+            vs.append((o.name, None))
+            continue
+        vs.append((o.name, judge(res.outputs[o.name], ref.f64[o.name], ref.f32[o.name], rtol, atol)))
+    if own is not None:
+        own["judge"] = own.get("judge", 0.0) + time.perf_counter() - t0
+    bad = [(o, v) for o, v in vs if v is None or v.bad]
+    if bad:
+        o, v = bad[0]
+        return (v.kind if v is not None else "shape"), "compare", \
+            (f"output {o}: " + (v.detail if v is not None else "missing")), res
+    kinds = {v.kind for _, v in vs}
+    return ("imprecise" if "imprecise" in kinds else "ok"), "", "", res
+
+
+def evaluate_graph(ev: Any, dtypes_of: Callable[[str], frozenset[str]], model: onnx.ModelProto,
+                   feeds: dict[str, np.ndarray], ref: Any, rw: tuple[str, onnx.ModelProto] | None,
+                   targets: Sequence[str], rtol: float, atol: float,
+                   own: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """Every oracle on one generated graph, as plain data (what a Ray actor sends back).
+
+    Runs ``model`` on each of ``targets`` (:func:`evaluate_one`); a differential verdict
+    shared by every target that ran becomes ``reference-suspect`` (:func:`_reference_suspect`);
+    the rewrite ``rw`` (name, model) runs on each target whose original was ``ok`` or
+    ``imprecise``, against its own reference values.
+
+    Returns:
+        One dict per target, in ``targets`` order: ``target``, ``key``, ``stage``,
+        ``error``, ``stage_seconds`` (seconds per stage) and ``rewrite`` (None, or a dict
+        with ``key``, ``stage``, ``error``).
+    """
+    from compstack.explain.graph import reference_values
+
+    done = {t: evaluate_one(ev, dtypes_of, model, feeds, ref, t, rtol, atol, own) for t in targets}
+    suspect = _reference_suspect(done)
+    rows, rref = [], None
+    for t in targets:
+        key, stage, err, res = done[t]
+        if key in _DIFFERENTIAL and suspect:
+            key = "reference-suspect"
+        row: dict[str, Any] = {"target": t, "key": key, "stage": stage, "error": err,
+                               "stage_seconds": dict(res.stage_seconds) if res is not None else {}, "rewrite": None}
+        if rw is not None and key in ("ok", "imprecise"):
+            rref = rref if rref is not None else reference_values(rw[1], feeds)
+            k2, st2, err2, _ = evaluate_one(ev, dtypes_of, rw[1], feeds, rref, t, rtol, atol, own)
+            row["rewrite"] = {"key": k2, "stage": st2, "error": err2}
+        rows.append(row)
+    return rows
+
+
 def run_campaign(opts: CampaignOptions, on_progress: Callable[[str], None] | None = None,
                  store: Any = None) -> dict[str, Any]:
     """Run a campaign; returns its record (and writes it to ``store`` when given).
@@ -327,24 +409,23 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[str], None] | Non
     c = _Campaign(opts, say)
     cid = store.start(opts.seed, opts.budget_s, opts.targets, {
         "max_nodes": opts.max_nodes, "dtypes": list(opts.dtypes), "ops": opts.ops, "allow_ub": opts.allow_ub,
-        "equivalence": opts.equivalence, "out_dir": str(c.bundle_root)}) if store else 0
+        "equivalence": opts.equivalence, "out_dir": str(c.bundle_root), "symbolic_shapes": opts.symbolic_shapes,
+        "executor": opts.executor}) if store else 0
     t0 = time.monotonic()
-    last = t0
+    progress = _Progress(c, store, cid, t0)
     try:
-        active = c.start()
-        deadline = t0 + opts.budget_s
-        i = 0
-        while active and time.monotonic() < deadline and (opts.max_graphs is None or i < opts.max_graphs):
-            c.step(i, active)
-            i += 1
-            now = time.monotonic()
-            if now - last > 30 or i == opts.max_graphs:
-                last = now
-                gpm = c.graphs / max((now - t0) / 60, 1e-9)
-                say(f"{c.graphs} graphs, {gpm:.1f} graphs/min, {len(c.findings)} unique finding(s)")
-                if store:
-                    store.update(cid, c.graphs, c.gen.stats["rejected"], c.outcomes, c.seconds, gpm, len(c.findings))
-                    _sync(store, cid, c)
+        if opts.executor == "ray":
+            from compstack.fuzz.ray_exec import run_on_ray
+
+            run_on_ray(c, opts, t0 + opts.budget_s, progress)
+        else:
+            active = c.start()
+            deadline = t0 + opts.budget_s
+            i = 0
+            while active and time.monotonic() < deadline and (opts.max_graphs is None or i < opts.max_graphs):
+                c.step(i, active)
+                i += 1
+                progress(i == opts.max_graphs)
     finally:
         c.close()
     secs = time.monotonic() - t0
@@ -355,10 +436,33 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[str], None] | Non
     return {"campaign": cid, "graphs": c.graphs, "rejected": c.gen.stats["rejected"],
             "reject_reasons": c.gen.stats["reasons"], "seconds": secs, "graphs_per_min": gpm,
             "outcomes": c.outcomes, "stage_seconds": c.seconds, "own_seconds": c.own, "versions": c.versions,
-            "out_dir": str(c.bundle_root), "findings": [f.row() for f in c.findings], "ops": c.gen.ops()}
+            "out_dir": str(c.bundle_root), "findings": [f.row() for f in c.findings], "ops": c.gen.ops(),
+            "symbolic_graphs": c.gen.stats["symbolic"], "executor": c.executor}
+
+
+class _Progress:
+    """Every 30 s (and at the end of a ``max_graphs`` campaign): a progress line and the
+    record so far in the store."""
+
+    def __init__(self, c: "_Campaign", store: Any, cid: int, t0: float) -> None:
+        self.c, self.store, self.cid, self.t0, self.last = c, store, cid, t0, t0
+
+    def __call__(self, force: bool = False) -> None:
+        c, now = self.c, time.monotonic()
+        if not force and now - self.last <= 30:
+            return
+        self.last = now
+        gpm = c.graphs / max((now - self.t0) / 60, 1e-9)
+        c.say(f"{c.graphs} graphs, {gpm:.1f} graphs/min, {len(c.findings)} unique finding(s)")
+        if self.store:
+            self.store.update(self.cid, c.graphs, c.gen.stats["rejected"], c.outcomes, c.seconds, gpm,
+                              len(c.findings))
+            _sync(self.store, self.cid, c)
 
 
 _DIFFERENTIAL = ("wrong", "nan", "shape")
+#: Keys that are findings (crash oracle and differential oracle).
+_FINDING = ("failed", "crashed", "timeout", "wrong", "nan", "shape")
 
 
 def _reference_suspect(done: dict[str, tuple[str, str, str, Any]]) -> bool:

@@ -1,6 +1,6 @@
 """Fuzz campaigns in the results database (the SQLite file of ``settings().db``).
 
-Two tables beside compstack's own, created on first use:
+Two tables of the one results schema (:data:`compstack.core.results.MIGRATIONS`):
 
 * ``fuzz_campaigns``: one row per campaign (seed, budget, options, graphs tried,
   outcomes per target and stage as JSON, throughput, start and end);
@@ -18,20 +18,6 @@ from typing import Any
 
 __all__ = ["FuzzStore"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS fuzz_campaigns (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    started REAL, finished REAL, seed INTEGER, budget_s REAL, targets TEXT, options TEXT,
-    graphs INTEGER, rejected INTEGER, outcomes TEXT, stage_seconds TEXT, graphs_per_min REAL, findings INTEGER
-);
-CREATE TABLE IF NOT EXISTS fuzz_findings (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    campaign INTEGER, number INTEGER, signature TEXT, target TEXT, stage TEXT, kind TEXT, label TEXT, ops TEXT,
-    graph TEXT, attribution TEXT, known INTEGER, repeats INTEGER, bundle TEXT, graph_seed INTEGER, error TEXT
-);
-"""
-
-
 class FuzzStore:
     """Writes and reads campaign rows; every write commits at once."""
 
@@ -40,9 +26,9 @@ class FuzzStore:
 
         self.path = Path(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s)
-            self.conn.executescript(_SCHEMA)
+            from compstack.core.results import connect
+
+            self.conn = connect(self.path, busy_timeout_s)  # tables: compstack.core.results.MIGRATIONS
         except (OSError, sqlite3.Error) as exc:
             raise UserError(f"--db {self.path}: cannot open the results database ({exc})") from None
         self.conn.row_factory = sqlite3.Row

@@ -4,7 +4,9 @@
 NaN/Inf/out-of-range floats to integers, NaN Clip bounds and random ops; this adds
 integer overflow (ONNX leaves wrap-around of signed integer arithmetic unspecified:
 Operators.md says nothing, C and the stacks' codegen treat it as undefined), found by
-recomputing each integer arithmetic node in float64 on the reference's values.
+recomputing each integer arithmetic node in float64 on the reference's values, and a
+zero norm in LpNormalization (``x / ||x||_p`` of an all-zero vector is 0/0; Operators.md#LpNormalization
+gives no rule, the reference evaluator returns 0 and compilers return NaN).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-__all__ = ["undefined", "integer_overflow"]
+__all__ = ["undefined", "integer_overflow", "zero_norm"]
 
 _ARITH = frozenset({"Add", "Sub", "Mul", "Neg", "Abs", "Sum", "ReduceSum", "ReduceProd", "ReduceSumSquare",
                     "ReduceL1", "CumSum", "MatMul", "Gemm", "Pow", "ScatterElements", "ScatterND", "Div"})
@@ -61,8 +63,21 @@ def integer_overflow(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]) -
     return out
 
 
+def zero_norm(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> list[str]:
+    """LpNormalization nodes whose input has an all-zero vector along ``axis`` (default -1)."""
+    out = []
+    for node in proto.graph.node:
+        if node.op_type != "LpNormalization" or not node.input or node.input[0] not in values:
+            continue
+        x = np.asarray(values[node.input[0]])
+        axis = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), -1)
+        if x.ndim and np.any(np.all(x == 0, axis=int(axis))):
+            out.append(f"{node.name}: LpNormalization of an all-zero vector (0/0)")
+    return out
+
+
 def undefined(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> list[str]:
     """Every undefined-behaviour finding of ``proto`` on ``values`` (one line each)."""
     from compstack.explain import undefined_behaviour
 
-    return undefined_behaviour(proto, values) + integer_overflow(proto, values)
+    return undefined_behaviour(proto, values) + integer_overflow(proto, values) + zero_norm(proto, values)

@@ -151,11 +151,17 @@ def build_key(extra: Sequence[str], extra_cuda: Sequence[str], cuda: bool, cxx: 
 
 
 def _ops_cache(cache_dir: Path | None) -> Path:
-    if cache_dir is None:
-        from compstack.core.config import settings
+    """The folder of the store's ``ops`` kind (:class:`compstack.core.store.Store`).
 
-        cache_dir = settings().cache_dir
-    return Path(cache_dir) / "ops"
+    A kernel library is the one store entry built in place rather than staged and
+    renamed: CMake writes absolute paths into its build folder (``CMakeCache.txt``,
+    ``iree_objects.txt``), so the folder cannot move after the build. The build holds
+    ``<key>.lock`` and its record ``compstack-build.json`` (each product's size and
+    SHA-256, written atomically last) is what publishes it; :func:`_read` verifies it.
+    """
+    from compstack.core.store import open_store
+
+    return open_store(cache_dir).kind_dir("ops")
 
 
 def _lock(path: Path) -> object:

@@ -136,6 +136,11 @@ def load_run(db: Path, run_id: str | None = None) -> RunData:
         conn.close()
 
 
+#: ``runs.command`` of runs that are not comparisons (the HTML report shows comparison
+#: and conformance runs; conformance has its own tables).
+_NOT_COMPARE = ("conformance", "fusion", "profile")
+
+
 def _run_ids(conn: sqlite3.Connection, tables: set[str]) -> list[tuple[str, str]]:
     """(run id, kind) of every run, newest first; kind is ``compare`` or ``conformance``."""
     runs: list[tuple[float, str, str]] = []
@@ -143,7 +148,9 @@ def _run_ids(conn: sqlite3.Connection, tables: set[str]) -> list[tuple[str, str]
         runs += [(t, rid, "compare") for rid, t in
                  conn.execute("SELECT run_id, MAX(created) FROM results GROUP BY run_id")]
     if "runs" in tables:  # a run stopped before its first row still exists
-        runs += [(t, rid, "compare") for rid, t in conn.execute("SELECT run_id, started FROM runs")]
+        # runs of other commands (conformance, fusion, profile) are in the same table
+        runs += [(t, rid, "compare") for rid, t, cmd in conn.execute("SELECT run_id, started, command FROM runs")
+                 if cmd not in _NOT_COMPARE]
     if "conformance_runs" in tables:
         runs += [(t, rid, "conformance") for rid, t in
                  conn.execute("SELECT run_id, MAX(created) FROM conformance_runs GROUP BY run_id")]

@@ -1,6 +1,6 @@
 """``compstack dump`` and dump specs: the IR at every stage and after every pass.
 
-A dump runs as a worker job (``Job.kind == "dump"``) like every other job, so a stack
+A dump runs as a worker job (``Job.kind == "dump"``, :mod:`compstack.run.tasks.dump`) like every other job, so a stack
 that crashes while lowering costs that dump only. The worker writes into a folder:
 
 * ``NN-<stage><suffix>``: each requested stage (NN = its position in the target's
@@ -22,24 +22,21 @@ accepted (:func:`resolve_text`).
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from compstack import targets as registry
 from compstack.core import ir as cir
 from compstack.core.errors import UserError
-from compstack.core.integrity import check_manifest, write_manifest
 from compstack.core.procs import run_tempdir
 from compstack.ops._registry import origins_for
-from compstack.run.jobs import Job, JobOutcome, pack_sets, write_stages
-from compstack.run.runner import Limits, run_isolated
+from compstack.run.executors import Executor, Limits, open_executor
+from compstack.run.jobs import Job, JobOutcome, pack_sets
+from compstack.run.tasks.dump import stage_of as _stage_of
 
-__all__ = ["DumpResult", "check_stages", "dump", "parse_spec", "resolve_text", "run_dump", "stage_list"]
+__all__ = ["DumpResult", "check_stages", "dump", "parse_spec", "resolve_text", "stage_list"]
 
 
 @dataclass
@@ -78,144 +75,6 @@ def check_stages(target: str, stages: Sequence[str] | None) -> None:
             raise UserError(f"{target}: unknown stage '{s}' (valid: {', '.join(valid)})")
 
 
-# ---- worker side ----------------------------------------------------------------------
-
-
-def run_dump(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Callable[[str], None]) -> None:
-    """Worker body of a dump job (called by :func:`compstack.run.jobs.execute`)."""
-    from compstack.core.store import cache_key
-
-    folder = Path(job.stages_dir or ".")
-    folder.mkdir(parents=True, exist_ok=True)
-    wanted = list(job.only_stages) if job.only_stages else list(target.stage_names)
-    # flags, not options: they include the chosen path (native/translated) where a stack has two
-    key = cache_key(job.fingerprint, job.target, target.flags(), outcome.versions)
-    cached = Path(job.cache_dir) / "stages" / job.target / key if job.cache_dir else None
-    if cached is not None and not job.passes and _copy_cached(cached, folder, wanted):
-        outcome.stages, outcome.cached = wanted, True
-        return
-    stage("lower")
-    target.record_stages = True
-    lowered = target.lower(model)
-    outcome.lower_s = lowered.lower_s
-    pre = [s for s in wanted if s in lowered.stage_names() and s not in target.compiled_stages]
-    outcome.stages = write_stages(lowered, folder, [], only=pre)
-    if job.passes:
-        stage("passes")
-        records = lowered.passes(job.passes)
-        if records is None:
-            outcome.extra["notes"] = [f"{job.target} has no pass-level view; stages only"]
-        else:
-            _write_passes(records, getattr(lowered, "timings", None), folder / "passes",
-                          target.stage_suffix.get(target.stage_names[0], ".txt"), folder, outcome.stages)
-    if any(s not in outcome.stages for s in wanted):
-        stage("compile")
-        compiled = lowered.compile()
-        outcome.compile_s = compiled.compile_s
-        outcome.stages = write_stages(lowered, folder, outcome.stages, compiled, only=wanted)
-    if cached is not None:
-        note = _store_cached(cached, folder, outcome.stages)
-        if note:
-            outcome.cache_note = note
-
-
-def _copy_cached(cached: Path, folder: Path, wanted: list[str]) -> bool:
-    """Copy the wanted stage texts from a verified cache entry (its manifest's sizes and
-    hashes, :func:`compstack.core.integrity.check_manifest`); a bad entry is deleted."""
-    if not cached.is_dir():
-        return False
-    meta, _ = check_manifest(cached)
-    if meta is None:
-        shutil.rmtree(cached, ignore_errors=True)
-        return False
-    files = {_stage_of(Path(name)): cached / name for name in meta["files"]}
-    if not all(s in files for s in wanted):
-        return False
-    for s in wanted:
-        shutil.copyfile(files[s], folder / files[s].name)
-    return True
-
-
-def _store_cached(cached: Path, folder: Path, stages: list[str]) -> str:
-    """Publish the stage texts of ``folder`` (plus the entry's verified older ones) as
-    the cache entry ``cached``: a new folder with a manifest, swapped in by rename.
-
-    Returns:
-        ``""``, or why the entry could not be written (a note; the dump itself is fine).
-    """
-    keep: dict[str, Path] = {}
-    if cached.is_dir():
-        meta, _ = check_manifest(cached)
-        keep = {name: cached / name for name in (meta or {}).get("files", {})}
-    keep.update({p.name: p for p in folder.glob("*-*") if p.is_file() and _stage_of(p) in stages})
-    staging: Path | None = None
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=cached.parent))
-        for name, src in keep.items():
-            shutil.copyfile(src, staging / name)
-        write_manifest(staging, sorted(staging.iterdir()), {"stages": sorted(_stage_of(Path(n)) for n in keep)})
-        old = cached.with_name(f".old-{cached.name}-{os.getpid()}")
-        if cached.exists():
-            os.rename(cached, old)
-        os.rename(staging, cached)
-        shutil.rmtree(old, ignore_errors=True)
-        return ""
-    except OSError as exc:
-        return f"stage texts not cached: {exc.strerror or exc}"
-    finally:
-        if staging is not None and staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-
-
-def _stage_of(path: Path) -> str:
-    """``03-flow.mlir`` -> ``flow``."""
-    stem = path.name.split("-", 1)[1] if "-" in path.name else path.name
-    return stem.rsplit(".", 1)[0] if "." in stem else stem
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^\w.\-]+", "_", name)[:80]
-
-
-def _write_passes(records: list[Any], mlir_timings: list[tuple[str, float, int]] | None, out: Path,
-                  suffix: str, stage_folder: Path, stages: list[str]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    first_stage = next((p.name for p in sorted(stage_folder.glob("00-*"))), None)
-    last_by_scope: dict[str, str] = {}
-    rows = []
-    for r in records:
-        text = r.ir_text()
-        fname = None
-        if text is not None:
-            fname = f"{r.index:04d}-{_safe(r.name)}{suffix}"
-            (out / fname).write_text(text)
-        before = last_by_scope.get(r.scope) or (f"../{first_stage}" if first_stage else None)
-        rows.append({"index": r.index, "name": r.name, "alias": r.alias, "scope": r.scope, "changed": r.changed,
-                     "wall_s": r.wall_s, "file": fname, "before": before})
-        if fname:
-            last_by_scope[r.scope] = fname
-    (out / "index.json").write_text(json.dumps(rows, indent=1))
-    (out / "timing.json").write_text(json.dumps(_timing(records, mlir_timings), indent=1))
-
-
-def _timing(records: list[Any], mlir_timings: list[tuple[str, float, int]] | None) -> list[dict[str, Any]]:
-    """Wall time per pass name: summed over runs from the records, or MLIR's own list."""
-    totals: dict[str, list[float]] = {}
-    if mlir_timings:
-        for name, secs, _ in mlir_timings:
-            totals.setdefault(name, []).append(secs)
-    else:
-        for r in records:
-            if r.wall_s is not None:
-                totals.setdefault(r.name, []).append(r.wall_s)
-    rows = [{"pass": k, "wall_s": sum(v), "runs": len(v) if not mlir_timings else None} for k, v in totals.items()]
-    return sorted(rows, key=lambda row: -row["wall_s"])
-
-
-# ---- parent side ----------------------------------------------------------------------
-
-
 def _example_sets(source: cir.SourceModel) -> list[dict]:
     """One input set when the shapes are static (stacks that trace with real tensors
     need it), else none."""
@@ -229,7 +88,7 @@ def _example_sets(source: cir.SourceModel) -> list[dict]:
 
 def dump(source: cir.SourceModel, target: str, folder: Path, *, stages: Sequence[str] | None = None,
          passes: str = "", options: Mapping[str, str] | None = None, cache_dir: Path | None = None,
-         limits: Limits = Limits()) -> DumpResult:
+         limits: Limits = Limits(), executor: str | Executor = "") -> DumpResult:
     """Dump the stages (and optionally the per-pass IR) of ``source`` on ``target``.
 
     Args:
@@ -241,6 +100,8 @@ def dump(source: cir.SourceModel, target: str, folder: Path, *, stages: Sequence
         options: the target's options as strings.
         cache_dir: the cache folder (stage texts are reused from it), or None.
         limits: the worker's time and memory limits.
+        executor: where the job runs (:func:`compstack.run.executors.open_executor`;
+            default ``process``).
 
     Returns:
         A :class:`DumpResult`; its ``outcome.status`` says whether the stack succeeded.
@@ -270,7 +131,12 @@ def dump(source: cir.SourceModel, target: str, folder: Path, *, stages: Sequence
                   kind="dump", only_stages=list(stages) if stages else None, passes=passes,
                   source=source.spec, source_framework=source.framework,
                   op_origins=origins_for(source.model))
-        outcome = run_isolated(job, limits)
+        runner, owned = open_executor(executor)
+        try:
+            outcome = runner.run(job, limits)
+        finally:
+            if owned:
+                runner.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result = DumpResult(outcome, folder)

@@ -1,11 +1,12 @@
-"""Jobs: one (model, target) unit of work, as plain data, and the code that runs it.
+"""Jobs: one (model, target) unit of work, as plain data, and what the tasks share.
 
-A :class:`Job` holds only paths, names and numbers, so it can be rebuilt in a worker
-process (``python -m compstack.worker JOB.json``) or shipped to a cluster task
-(Polygraphy's ``Comparator.run(use_subprocess=True)`` pattern). :func:`execute` runs the
-stages ``import → lower → compile → run → latency`` and turns a stack's exception
-into data (:class:`JobOutcome`); the ``compare`` stage happens in the parent, against
-the reference outputs.
+A :class:`Job` holds only paths, names and numbers (JSON, never a pickle), so it can be
+rebuilt in a worker process (``python -P -m compstack.run.worker JOB.json``, see
+:mod:`compstack.run.worker`) or shipped to a cluster task (Polygraphy's
+``Comparator.run(use_subprocess=True)`` pattern). ``Job.kind`` names the task
+(:mod:`compstack.run.tasks`); :func:`compstack.run.worker.execute` runs it and turns a
+stack's exception into data (:class:`JobOutcome`); the executors
+(:mod:`compstack.run.executors`) decide where it runs.
 """
 
 from __future__ import annotations
@@ -14,27 +15,18 @@ import importlib
 import json
 import os
 import sys
-import time
-import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from compstack.core.errors import (
-    CompstackError,
-    ToolError,
-    ToolTimeoutError,
-    UnavailableError,
-    UnsupportedError,
-    UserError,
-)
+from compstack.core.errors import CompstackError, ToolError
 
 if TYPE_CHECKING:
     from compstack.targets.base import Target
 
-__all__ = ["Job", "JobOutcome", "execute", "STAGES", "pack_sets", "unpack_sets"]
+__all__ = ["Job", "JobOutcome", "STAGES", "load_job_model", "pack_sets", "unpack_sets", "write_stages"]
 
 #: Stages in order. A failed job names the stage it failed in.
 STAGES = ("import", "lower", "compile", "run", "latency", "compare")
@@ -58,7 +50,7 @@ class Job:
         run: run the compiled model (False for ``lower``).
         kind: ``compare`` (lower, compile, run, time), ``dump`` (stages and passes,
             see :mod:`compstack.run.dump`), ``kernels`` or ``profile`` (kernel map and
-            per-kernel times, see :mod:`compstack.run.kernels_task`).
+            per-kernel times, see :mod:`compstack.run.tasks.kernels`), ``conformance``; see :mod:`compstack.run.tasks`.
         only_stages: with ``dump``, the stages to write (None: all).
         passes: with ``dump``, ``all`` or ``changed`` to also write per-pass dumps.
         source: the model spec (``zoo:bert``, ``/abs/file.py:build``) from which a
@@ -73,6 +65,9 @@ class Job:
             XLA/Inductor paths fall back to it when their converters need it.
         threads: threads every stack is asked for (``--threads``; 0: each stack's own
             default); see :mod:`compstack.core.threads`.
+        params: the task's own parameters, the JSON form of its ``Params`` dataclass
+            (e.g. :class:`compstack.run.tasks.conformance.Params`); tasks without one
+            leave it empty.
     """
 
     model_path: str
@@ -95,6 +90,7 @@ class Job:
     op_origins: list[str] = field(default_factory=list)
     canonical_path: str = ""
     threads: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
@@ -122,7 +118,8 @@ class JobOutcome:
 
     ``status`` is ``ok`` (ran; compared later), ``unsupported``, ``unavailable`` or
     ``failed``; the runner adds ``crashed``, ``timeout`` and ``oom``; comparison adds
-    ``mismatch``.
+    ``mismatch``. ``result`` is the task's typed result in JSON form (the task module's
+    ``Result.to_json``), for the tasks that have one.
     """
 
     target: str
@@ -141,6 +138,16 @@ class JobOutcome:
     stages: list[str] = field(default_factory=list)
     artifacts: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    result: dict[str, Any] | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "JobOutcome":
+        """Rebuild an outcome from its JSON form (:func:`outcome_to_json`).
+
+        Raises:
+            TypeError: a field that is not one of this class's.
+        """
+        return cls(**data)
 
 
 _COUNT_KEY = "__sets__"
@@ -194,79 +201,33 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {pick[:500]}"
 
 
-def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutcome:
-    """Run one job in this process. Stack exceptions become the outcome; compstack's
-    own bugs (exceptions outside a stage) propagate.
+def load_job_model(job: Job, target: Any, outcome: JobOutcome) -> Any:
+    """The job's model for a model task: the store entry checked against its manifest
+    (:func:`_verify_model_file`), loaded with ``onnx_ir`` (external weights up to 1.5 GiB
+    read inline), the user's custom ops it names loaded from ``job.op_origins``, and the
+    source attached to ``target`` (example inputs, native program, canonical form);
+    ``outcome.flags`` is refreshed from the target (keeping ``threads``).
+
+    Raises:
+        CompstackError: the store entry was altered after the parent checked it.
     """
-    outcome = JobOutcome(target=job.target)
+    import onnx_ir as ir
 
-    def stage(name: str) -> None:
-        outcome.stage = name
-        if progress:
-            progress(name)
+    _verify_model_file(job)
+    model = ir.load(job.model_path)
+    if _external_bytes(model) <= 1.5 * 2**30:  # stacks that read the model from bytes need it inline
+        ir.external_data.load_to_model(model)
+    if job.op_origins:  # user custom ops the model uses, as the parent named them
+        from compstack.ops._registry import load_origins
 
-    try:
-        stage("import")
-        cls = load_target_class(job.target_ref)
-        threads = _apply_threads(cls, job.threads)
-        avail = cls.availability()
-        outcome.versions = dict(avail.versions)
-        if not avail.ok:
-            raise UnavailableError(avail.reason)
-        outcome.extra["runs_here"] = avail.runs
-        if not avail.runs:
-            outcome.extra["run_reason"] = avail.run_reason
-        target = cls(cls.Options.from_strings(job.options, owner=job.target))
-        target.threads = max(job.threads, 0)
-        target.cache_root = Path(job.cache_dir) if job.cache_dir else None
-        outcome.flags = target.flags()
-        import onnx_ir as ir
-
-        _verify_model_file(job)
-        model = ir.load(job.model_path)
-        if _external_bytes(model) <= 1.5 * 2**30:  # stacks that read the model from bytes need it inline
-            ir.external_data.load_to_model(model)
-        if job.op_origins:  # user custom ops the model uses, as the parent named them
-            from compstack.ops._registry import load_origins
-
-            load_origins(job.op_origins)
-        _attach_source(job, target, model)
-        outcome.flags = target.flags()
-        native_note = getattr(target, "native_note", "")  # set by _attach_source when it replaced the path
-        if native_note:
-            outcome.flags["native_note"] = native_note
-        outcome.flags["threads"] = threads
-        if threads.get("requested") and not threads.get("honoured"):
-            outcome.extra.setdefault("notes", []).append(
-                f"--threads {threads['requested']} not applied: {threads.get('note') or 'no knob'}")
-        if job.kind == "dump":
-            from compstack.run.dump import run_dump
-
-            run_dump(job, target, model, outcome, stage)
-        elif job.kind in ("kernels", "profile"):
-            from compstack.run.kernels_task import run_kernels_job
-
-            run_kernels_job(job, target, model, outcome, stage, avail)
-        else:
-            _run_compare_job(job, target, model, outcome, stage, avail)
-        outcome.stage = ""
-    except UnsupportedError as exc:
-        outcome.status, outcome.error, outcome.unsupported_ops = "unsupported", str(exc), exc.ops
-        _tool_context(exc, outcome)
-    except UnavailableError as exc:
-        outcome.status, outcome.error = "unavailable", str(exc)
-    except UserError:
-        raise
-    except ToolTimeoutError as exc:  # a compiler tool hung and was killed: the row times out
-        outcome.status, outcome.error, outcome.log = "timeout", str(exc), exc.stderr_tail
-        _tool_context(exc, outcome)
-    except CompstackError as exc:  # ToolError and friends: the stack failed
-        outcome.status, outcome.error = "failed", str(exc)
-        outcome.log = getattr(exc, "stderr_tail", "") or traceback.format_exc()
-        _tool_context(exc, outcome)
-    except Exception as exc:  # noqa: BLE001 - a stack's own exception is data here
-        outcome.status, outcome.error, outcome.log = "failed", _first_line(exc), traceback.format_exc()
-    return outcome
+        load_origins(job.op_origins)
+    _attach_source(job, target, model)
+    threads = outcome.flags.get("threads")
+    outcome.flags = target.flags()
+    if getattr(target, "native_note", ""):
+        outcome.flags["native_note"] = target.native_note
+    outcome.flags["threads"] = threads
+    return model
 
 
 def _verify_model_file(job: Job) -> None:
@@ -371,6 +332,19 @@ def record_thread_use(outcome: JobOutcome, latency: dict[str, Any] | None) -> No
             "wall s submitting and waiting")
 
 
+def load_sets(path: str) -> list[dict[str, np.ndarray]]:
+    """The input sets of a job (:func:`pack_sets` form), as a list of ``{name: array}``."""
+    # compstack wrote this file itself (string inputs are object arrays, hence pickle)
+    from compstack.core.inputs import decode_arrays
+
+    with np.load(path, allow_pickle=False) as data:  # strings travel as unicode arrays (encode_arrays)
+        return unpack_sets(decode_arrays({k: data[k] for k in data.files}))
+
+
+
+_load_sets = load_sets
+
+
 def _attach_source(job: Job, target: Any, model: Any) -> None:
     """Give the target the example inputs (input set 0), when it compiles the source's
     framework natively the rebuilt framework program, and, when the job's model is not
@@ -421,149 +395,6 @@ def _attach_native(job: Job, target: Any, model: Any) -> None:
     target.native = native
 
 
-def _run_compare_job(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Callable[[str], None],
-                     avail: Any) -> None:
-    """lower → compile (or the cached artifact) → run → latency; ``lower -o`` writes
-    stages and the artifact instead of running."""
-    from compstack.core.latency import LatencyConfig, measure
-    from compstack.core.store import ArtifactCache, cache_key
-
-    inputs = _load_sets(job.inputs_path)
-    _check_dtypes(target, inputs[0] if inputs else {})
-    if job.stages_dir:
-        target.record_stages = True
-    cacheable = job.cache_dir and target.cacheable and target.native is None
-    cache = ArtifactCache(Path(job.cache_dir) / "artifacts") if cacheable and job.cache_dir else None
-    key = cache_key(job.fingerprint, job.target, target.options.to_dict(), outcome.versions)
-    compiled = None
-    if cache is not None and job.stages_dir is None:
-        compiled = _from_cache(cache, target, key, model, outcome)
-    if compiled is None:
-        stage("lower")
-        lowered = target.lower(model)
-        outcome.lower_s = lowered.lower_s
-        if job.stages_dir:
-            _write_all(lowered, Path(job.stages_dir), outcome)
-        stage("compile")
-        try:
-            compiled = lowered.compile()
-        except Exception:
-            outcome.extra["failed_stage"] = "compile"
-            raise
-        outcome.compile_s = compiled.compile_s
-        _record_tuning(outcome, compiled)
-        if job.stages_dir:
-            _write_all(lowered, Path(job.stages_dir), outcome, compiled)
-        if cache is not None:
-            _to_cache(cache, target, key, compiled, job, outcome)
-    if job.artifact_dir:
-        outcome.artifacts = [str(p) for p in compiled.save(Path(job.artifact_dir))]
-    if getattr(compiled, "run_command", None):
-        outcome.extra["run_command"] = compiled.run_command
-    if not job.run:
-        return
-    stage("run")
-    if not avail.runs:
-        raise UnavailableError(f"compiled; cannot run here: {avail.run_reason}")
-    outputs = compiled.run(inputs[0])
-    from compstack.core.inputs import encode_arrays
-
-    np.savez(job.outputs_path, **encode_arrays(outputs))  # type: ignore[arg-type]  # numpy stubs: ** may bind allow_pickle
-    if job.latency is not None and not getattr(target, "measures_latency", True):
-        outcome.extra.setdefault("notes", []).append(
-            "no latency: each run starts the framework's own process (seconds of import, not the model's time)")
-    elif job.latency is not None:
-        stage("latency")
-        try:
-            calls = [compiled.prepare(s) for s in inputs]
-            outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()
-            record_thread_use(outcome, outcome.latency)
-        except UserError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the stack failed while timing: the outputs above still count
-            outcome.extra["latency_error"] = _first_line(exc)
-            outcome.log = traceback.format_exc()
-
-
-def _record_tuning(outcome: JobOutcome, compiled: Any) -> None:
-    """Auto-tuning done inside the compile (``Compiled.tuning``): its time apart from
-    the compile time, in ``flags["tuning"]``."""
-    tuning = getattr(compiled, "tuning", None)
-    if tuning:
-        outcome.flags["tuning"] = {**outcome.flags.get("tuning", {}), **tuning, "tune_s": compiled.tune_s}
-        if "records" in tuning:  # tuning that produced no records applied nothing
-            outcome.flags["tuned"] = tuning["records"] > 0
-
-
-def _check_dtypes(target: Any, arrays: dict[str, np.ndarray]) -> None:
-    """An input dtype the target does not take (``Target.supported_dtypes``) makes the
-    row ``unsupported``, naming the input, rather than a crash inside the stack."""
-    for name, arr in arrays.items():
-        dtype = "object" if arr.dtype == object else arr.dtype.name
-        if dtype not in target.supported_dtypes:
-            raise UnsupportedError(f"{target.name}: input '{name}' is {dtype}, which this target does not take")
-
-
-def _load_sets(path: str) -> list[dict[str, np.ndarray]]:
-    # compstack wrote this file itself (string inputs are object arrays, hence pickle)
-    from compstack.core.inputs import decode_arrays
-
-    with np.load(path, allow_pickle=True) as data:
-        return unpack_sets(decode_arrays({k: data[k] for k in data.files}))
-
-
-def _from_cache(cache: Any, target: Any, key: str, model: Any, outcome: JobOutcome) -> Any:
-    entry, note = cache.lookup(target.name, key)
-    outcome.cache_note = note
-    if entry is None:
-        return None
-    try:
-        compiled = target.load_compiled(entry.folder, model)
-    except Exception as exc:  # noqa: BLE001 - an unloadable entry is rebuilt
-        cache.evict(target.name, key)
-        outcome.cache_note = f"cache entry {entry.folder} did not load ({_first_line(exc)}); rebuilt"
-        return None
-    outcome.cached = True
-    outcome.compile_s = entry.meta.get("compile_s")
-    outcome.lower_s = entry.meta.get("lower_s")
-    if entry.meta.get("tuning"):
-        outcome.flags["tuning"] = {**entry.meta["tuning"], "from_cache": True}
-    return compiled
-
-
-def _to_cache(cache: Any, target: Any, key: str, compiled: Any, job: Job, outcome: JobOutcome) -> None:
-    """Publish the artifact; a store that cannot be written (full disk, read-only
-    folder) is a note on the row, never its status: the compile itself succeeded."""
-    try:
-        staging = cache.staging(target.name)
-    except OSError as exc:
-        outcome.cache_note = f"artifact not cached: {exc.strerror or exc}"
-        return
-    try:
-        files = compiled.save(staging)
-        cache.publish(staging, target.name, key, files,
-                      {"target": target.name, "fingerprint": job.fingerprint, "compile_s": compiled.compile_s,
-                       "flags": target.flags(),
-                       "tuning": {**getattr(compiled, "tuning", {}), "tune_s": compiled.tune_s}
-                       if getattr(compiled, "tuning", None) else None})
-    except OSError as exc:
-        import shutil
-
-        shutil.rmtree(staging, ignore_errors=True)
-        outcome.cache_note = f"artifact not cached: {exc.strerror or exc}"
-
-
-def _write_all(lowered: Any, folder: Path, outcome: JobOutcome, compiled: Any = None) -> None:
-    """:func:`write_stages` into ``outcome.stages``; a stage whose text fails (IREE makes
-    each phase on demand) is named in ``outcome.extra["failed_stage"]``, and the stages
-    written before it stay listed."""
-    try:
-        write_stages(lowered, folder, outcome.stages, compiled)
-    except Exception:
-        outcome.extra["failed_stage"] = _pending_stage(lowered, outcome.stages, compiled)
-        raise
-
-
 def write_stages(lowered: Any, folder: Path, done: list[str], compiled: Any = None,
                  only: Sequence[str] | None = None) -> list[str]:
     """Write every stage not in ``done`` (and in ``only`` when given) as
@@ -592,30 +423,3 @@ def write_stages(lowered: Any, folder: Path, done: list[str], compiled: Any = No
 
 def outcome_to_json(outcome: JobOutcome) -> str:
     return json.dumps(asdict(outcome), default=str)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Worker entry point: ``python -m compstack.run.jobs JOB.json``."""
-    args = sys.argv[1:] if argv is None else argv
-    job = Job.load(Path(args[0]))
-    try:
-        prepare_worker(load_target_class(job.target_ref))
-    except (ImportError, AttributeError, ValueError):
-        pass  # execute() reports a target that does not load
-
-    def progress(name: str) -> None:
-        with open(job.progress_path, "a") as f:
-            f.write(f"{time.time():.3f} {name}\n")
-
-    try:
-        outcome = execute(job, progress)
-    except UserError as exc:
-        outcome = JobOutcome(target=job.target, status="failed", stage="import", error=str(exc))
-    from compstack.core.integrity import atomic_write
-
-    atomic_write(job.result_path, outcome_to_json(outcome))  # a torn result.json is never seen
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,11 +1,14 @@
-"""A pool of long-lived conformance workers with per-case isolation.
+"""Long-lived workers with per-request isolation.
 
-Each worker (:mod:`compstack.conformance.worker`) serves one target and many cases, so
-the stack is imported once per worker. The pool hands one case at a time to each
-worker and waits for its answer with a per-case wall-clock limit. A worker that
-passes the limit is killed (its case is ``timeout``, at the stage it last reported); a
-worker that dies is ``crashed`` (with the signal). Either way a fresh worker takes the
-next case, so one bad case costs one cell of the table.
+:class:`WorkerProcess` is one worker process that serves one target and many requests
+over a line protocol (``ready``, then ``progress``/``result`` lines per request), so the
+stack is imported once per worker: :mod:`compstack.run.worker` ``--serve`` (the pool
+executor, :class:`compstack.run.executors.PoolExecutor`) and :mod:`compstack.explain.worker`
+speak it. Each request has a wall-clock limit and optionally a memory limit; a worker
+that passes one is killed (``timeout``/``oom``, at the stage it last reported), a worker
+that dies is ``crashed`` (with the signal). Either way a fresh worker takes the next
+request, so one bad request costs one cell of the table. :func:`run_pool` runs the
+conformance cases of one target on the pool executor.
 """
 
 from __future__ import annotations
@@ -19,12 +22,16 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from compstack.core.procs import child_kwargs, python_module_argv, run_tempdir
+from compstack.core.procs import child_kwargs, python_module_argv, run_tempdir, tree_rss_bytes
 
-__all__ = ["WorkerProcess", "run_pool"]
+__all__ = ["WorkerProcess", "Reply", "run_pool"]
+
+
+_WHAT = {"compstack.run.worker": "pool worker", "compstack.explain.worker": "explain worker"}
 
 
 class WorkerProcess:
@@ -36,11 +43,13 @@ class WorkerProcess:
         module: the worker program (``python -P -m MODULE SPEC``); it speaks the same
             line protocol (``ready``, then ``progress``/``result`` per request line).
         env: variables added to the worker's environment (e.g. ``XLA_FLAGS``).
+        args: the worker's arguments (default: ``[spec_path]``).
     """
 
-    def __init__(self, spec_path: Path, log_path: Path, module: str = "compstack.conformance.worker",
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(self, spec_path: Path, log_path: Path, module: str = "compstack.run.worker",
+                 env: dict[str, str] | None = None, args: list[str] | None = None) -> None:
         self.module = module
+        self.args = [str(spec_path)] if args is None else list(args)
         self.env = env
         self.spec_path = spec_path
         self.log_path = log_path
@@ -58,14 +67,14 @@ class WorkerProcess:
         """
         self.eof = False
         with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(python_module_argv(self.module, str(self.spec_path)),
+            self.proc = subprocess.Popen(python_module_argv(self.module, *self.args),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                          env={**os.environ, **self.env} if self.env else None, **child_kwargs())
         self._buf = b""
         msg = self._read(timeout)
         if msg is None or "ready" not in msg:
             self.kill()
-            raise RuntimeError(f"conformance worker did not start (see {self.log_path})")
+            raise RuntimeError(f"{_WHAT.get(self.module, 'worker')} did not start (see {self.log_path})")
         self.ready = msg
 
     def kill(self) -> None:
@@ -96,56 +105,138 @@ class WorkerProcess:
         line, _, self._buf = self._buf.partition(b"\n")
         return json.loads(line)
 
-    def run_case(self, name: str, timeout: float, start_timeout: float = 120.0,
-                 stage_times: bool = False) -> dict[str, Any]:
-        """Run one case; returns its result row (``timeout``/``crashed`` rows included,
-        and ``crashed`` when a restarted worker does not start); with ``stage_times``
-        the row of a finished case has ``stage_seconds``: wall time per stage."""
+    def request(self, line: str, timeout: float, memory_mb: int = 0, start_timeout: float = 120.0,
+                poll_s: float = 0.05) -> "Reply":
+        """Send one request line and wait for its ``result`` message, under limits.
+
+        The worker is (re)started first when it is not running. Past ``timeout`` seconds
+        (wall clock, from the request) the worker's process group is killed
+        (``timeout``); when its resident memory, with its children's
+        (:func:`compstack.core.procs.tree_rss_bytes`), passes ``memory_mb`` MiB it is
+        killed (``oom``); a worker that dies or closes its pipe is ``crashed`` (with the
+        signal or exit status). A killed or dead worker is restarted by the next request.
+
+        Args:
+            line: the request (one line, no newline).
+            timeout: seconds for this request.
+            memory_mb: resident-memory limit in MiB (0: none).
+            start_timeout: seconds a (re)started worker may take to say ``ready``.
+            poll_s: how often memory is sampled, seconds.
+
+        Returns:
+            A :class:`Reply`: ``status`` ``ok`` with the worker's ``result`` message, or
+            ``timeout``/``oom``/``crashed`` with ``error``; ``stage`` the last reported stage;
+            ``stage_seconds`` wall time per stage seen from here.
+        """
         if self.proc is None:
             try:
                 self.start(start_timeout)
             except RuntimeError as exc:
                 self.restarts += 1
-                return {"case": name, "stage": "import", "status": "crashed", "error": str(exc), "seconds": 0.0}
+                return Reply("crashed", "import", str(exc), start_failed=True)
         assert self.proc is not None and self.proc.stdin is not None
         t0 = time.perf_counter()
         stage = "import"
         try:
-            self.proc.stdin.write((name + "\n").encode())
+            self.proc.stdin.write((line + "\n").encode())
             self.proc.stdin.flush()
         except BrokenPipeError:
             pass
         deadline = time.monotonic() + timeout
+        limit = memory_mb * 2**20
+        peak = 0
         mark = time.perf_counter()
         spent: dict[str, float] = {}
+        killed = ""
         while True:
-            msg = self._read(max(0.0, deadline - time.monotonic()))
+            left = deadline - time.monotonic()
+            msg = self._read(max(0.0, min(left, poll_s) if limit else left))
             now = time.perf_counter()
             if msg is not None and ("progress" in msg or "result" in msg):  # time per stage, seen from here
                 spent[stage] = round(spent.get(stage, 0.0) + now - mark, 4)
                 mark = now
             if msg is None:
-                break
+                if self.eof:
+                    break
+                if time.monotonic() >= deadline:
+                    killed = "timeout"
+                    break
+                if limit:
+                    rss = tree_rss_bytes(self.proc.pid)
+                    peak = max(peak, rss)
+                    if rss > limit:
+                        killed = "oom"
+                        break
+                continue
             if "progress" in msg:
                 stage = msg["progress"]
             elif "result" in msg:
-                return {**msg["result"], "stage_seconds": spent} if stage_times else msg["result"]
-        if self.eof:  # the worker closed its pipe: it is dying; reap it to learn how
+                return Reply("ok", stage, result=msg["result"], stage_seconds=spent,
+                             seconds=round(time.perf_counter() - t0, 4))
+        if self.eof and not killed:  # the worker closed its pipe: it is dying; reap it to learn how
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-        timed_out = not self.eof and self.proc.poll() is None
         rc = self.proc.poll()
+        if not killed and rc is None:
+            killed = "timeout"
         self.kill()
         self.restarts += 1
-        if timed_out:
-            status, error = "timeout", f"killed after {timeout:g} s in stage {stage}"
+        seconds = round(time.perf_counter() - t0, 4)
+        if killed:
+            return Reply(killed, stage, peak_mb=peak / 2**20, seconds=seconds, stage_seconds=spent)
+        return Reply("crashed", stage, returncode=rc, seconds=seconds, stage_seconds=spent)
+
+    def run_case(self, name: str, timeout: float, start_timeout: float = 120.0,
+                 stage_times: bool = False) -> dict[str, Any]:
+        """Run one request (a case name, or a JSON line for :mod:`compstack.explain.worker`);
+        returns its result row (``timeout``/``crashed`` rows included, and ``crashed``
+        when a restarted worker does not start); with ``stage_times`` the row of a
+        finished case has ``stage_seconds``: wall time per stage."""
+        reply = self.request(name, timeout, start_timeout=start_timeout)
+        if reply.status == "ok":
+            return {**reply.result, "stage_seconds": reply.stage_seconds} if stage_times else reply.result
+        if reply.start_failed:
+            return {"case": name, "stage": "import", "status": "crashed", "error": reply.error, "seconds": 0.0}
+        if reply.status == "timeout":
+            error = f"killed after {timeout:g} s in stage {reply.stage}"
         else:
-            how = f"signal {signal.Signals(-rc).name}" if rc is not None and rc < 0 else f"exit status {rc}"
-            status, error = "crashed", f"worker died ({how}) in stage {stage}"
-        return {"case": name, "stage": stage, "status": status, "error": error,
-                "seconds": round(time.perf_counter() - t0, 4)}
+            error = f"worker died ({reply.how()}) in stage {reply.stage}"
+        return {"case": name, "stage": reply.stage, "status": reply.status, "error": error, "seconds": reply.seconds}
+
+
+@dataclass
+class Reply:
+    """How one request to a :class:`WorkerProcess` ended.
+
+    Attributes:
+        status: ``ok`` (``result`` holds the worker's answer), ``timeout``, ``oom`` or
+            ``crashed`` (the worker was killed or died; see :meth:`WorkerProcess.request`).
+        stage: the last stage the worker reported (``import`` before any).
+        error: why, for a worker that did not start.
+        result: the worker's ``result`` message.
+        returncode: the dead worker's exit status (negative: killed by that signal).
+        peak_mb: highest resident memory sampled, MiB (memory-limited requests).
+        seconds: wall time of the request.
+        stage_seconds: wall time per reported stage.
+        start_failed: the (re)started worker did not get ready.
+    """
+
+    status: str
+    stage: str = "import"
+    error: str = ""
+    result: Any = None
+    returncode: int | None = None
+    peak_mb: float = 0.0
+    seconds: float = 0.0
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    start_failed: bool = False
+
+    def how(self) -> str:
+        """``signal SIGSEGV`` or ``exit status N`` of a crashed worker."""
+        rc = self.returncode
+        return f"signal {signal.Signals(-rc).name}" if rc is not None and rc < 0 else f"exit status {rc}"
 
 
 #: Seconds a worker may take to import its stack and load the cases before it counts as crashed.
@@ -160,12 +251,25 @@ def _log_tail(path: Path) -> str:
     return lines[-1].strip()[:300] if lines else ""
 
 
+def _case_row(name: str, outcome: Any, seconds: float) -> dict[str, Any]:
+    """A conformance row from a ``conformance`` job's outcome: the task's
+    :class:`~compstack.run.tasks.conformance.CaseResult`, or the executor's
+    ``timeout``/``oom``/``crashed`` (or a failure outside the case) at its stage."""
+    if outcome.result is not None:
+        return dict(outcome.result)
+    status = outcome.status if outcome.status in ("timeout", "oom", "crashed") else "failed"
+    return {"case": name, "stage": outcome.stage or "import", "status": status, "error": outcome.error[:400],
+            "seconds": round(seconds, 4)}
+
+
 def run_pool(spec: dict[str, Any], names: Iterable[str], workers: int, timeout: float,
              on_result: Callable[[dict[str, Any]], None], start_timeout: float = START_TIMEOUT_S) -> dict[str, Any]:
-    """Run ``names`` on ``workers`` worker processes of one target.
+    """Run the conformance cases ``names`` of one target on ``workers`` pool workers
+    (:class:`compstack.run.executors.PoolExecutor`, task ``conformance``).
 
     Args:
-        spec: the worker spec (``target_ref``, ``options``, ``cases``, ``cache_dir``).
+        spec: ``target_ref``, ``options``, ``cases`` (the cases file), ``cache_dir``, and
+            optionally ``target`` (the target's name, for the rows).
         names: case names.
         workers: worker processes (>= 1).
         timeout: per-case wall-clock limit, seconds.
@@ -180,53 +284,59 @@ def run_pool(spec: dict[str, Any], names: Iterable[str], workers: int, timeout: 
         The first worker's ``ready`` message (versions, availability), plus
         ``restarts``: how many workers were restarted after a timeout or crash.
     """
+    from compstack.run.executors import Limits, PoolExecutor
+    from compstack.run.jobs import Job
+    from compstack.run.tasks.conformance import Params
+
     work = run_tempdir("compstack-conf-")
-    spec_path = work / "spec.json"
-    spec_path.write_text(json.dumps(spec))
     todo: queue.Queue[str] = queue.Queue()
     for n in names:
         todo.put(n)
     lock = threading.Lock()
-    pool = [WorkerProcess(spec_path, work / f"worker{i}.log") for i in range(max(1, workers))]
     errors: list[BaseException] = []
+    executor = PoolExecutor(start_timeout_s=start_timeout)
+    limits = Limits(timeout_s=timeout)
 
-    def serve(w: WorkerProcess) -> None:
+    def job(name: str, i: int) -> Job:
+        return Job(model_path="", fingerprint="", target=spec.get("target", spec["target_ref"]),
+                   target_ref=spec["target_ref"], inputs_path="", workdir=str(work / f"{i}"),
+                   options=dict(spec.get("options") or {}), kind="conformance",
+                   params=Params(str(spec["cases"]), name, spec.get("cache_dir")).to_json())
+
+    def serve(i: int) -> None:
         try:
             while True:
                 try:
                     name = todo.get_nowait()
                 except queue.Empty:
                     return
-                row = w.run_case(name, timeout)
+                t0 = time.perf_counter()
+                j = job(name, i)
+                row = _case_row(name, executor.run(j, limits), time.perf_counter() - t0)
+                shutil.rmtree(j.workdir, ignore_errors=True)
                 with lock:
                     on_result(row)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             errors.append(exc)
-        finally:
-            w.kill()
 
     try:
-        try:
-            pool[0].start(start_timeout)  # fail fast, and learn versions/availability, before fanning out
-        except RuntimeError as exc:  # crashed or hung while starting: this target's cases only
-            why = f"{exc}: {_log_tail(pool[0].log_path)}".rstrip(": ")
+        info = executor.ready(job("", 0))  # fail fast, and learn versions/availability, before fanning out
+        if info.get("start_error"):  # crashed or hung while starting: this target's cases only
             for n in list(todo.queue):
-                on_result({"case": n, "stage": "import", "status": "crashed", "error": why, "seconds": 0.0})
-            return {"available": True, "versions": {}, "restarts": 0, "start_error": why}
-        info = dict(pool[0].ready)
+                on_result({"case": n, "stage": "import", "status": "crashed", "error": info["start_error"],
+                           "seconds": 0.0})
+            return {"available": True, "versions": {}, "restarts": 0, "start_error": info["start_error"]}
         if not info.get("available", True):
-            pool[0].kill()
             return info
-        threads = [threading.Thread(target=serve, args=(w,), daemon=True) for w in pool]
+        threads = [threading.Thread(target=serve, args=(i,), daemon=True) for i in range(max(1, workers))]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     finally:
-        for w in pool:
-            w.kill()
+        executor.close()
         shutil.rmtree(work, ignore_errors=True)
     if errors:
         raise errors[0]
-    info["restarts"] = sum(w.restarts for w in pool)
+    info["restarts"] = executor.restarts
     return info

@@ -2,7 +2,7 @@
 
 :func:`compare` writes the model once (canonical ONNX under the cache folder), makes
 the input sets, runs the reference, then each target in its own worker process
-(:mod:`compstack.run.runner`), compares outputs (:mod:`compstack.analysis.numerics`) and writes each
+(:mod:`compstack.run.executors`), compares outputs (:mod:`compstack.analysis.numerics`) and writes each
 result to the database as soon as it is known. A stack that crashes, hangs or runs out
 of memory costs its own row only.
 
@@ -14,9 +14,7 @@ which one was used, and falls back to ``ort-cpu`` when the float64 evaluator fai
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -30,13 +28,14 @@ from compstack.core import ir as cir
 from compstack.core.config import Settings
 from compstack.core.errors import UserError
 from compstack.core.inputs import check_feeds, input_sets, save_npz
-from compstack.core.integrity import check_manifest, write_manifest
+from compstack.core.integrity import check_manifest
 from compstack.core.latency import LatencyConfig
 from compstack.core.procs import run_tempdir
 from compstack.core.results import Report, Result, ResultsDB
 from compstack.ops._registry import origins_for
+from compstack.run.executors import LOST as _LOST
+from compstack.run.executors import Executor, Limits, open_executor
 from compstack.run.jobs import Job, JobOutcome, pack_sets
-from compstack.run.runner import Limits, run_inline, run_isolated
 
 __all__ = ["CompareOptions", "StackModel", "compare", "model_file", "stack_model_file", "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
 
@@ -67,6 +66,10 @@ class CompareOptions:
             None gives them the model as written (see :func:`stack_model_file`).
         threads: threads every stack is asked for (None: :func:`compstack.core.threads.default_threads`,
             the physical cores; 0: each stack's own default); see :mod:`compstack.core.threads`.
+        executor: where the jobs run (:func:`compstack.run.executors.open_executor`): an
+            executor name (``inline``, ``process``, ``pool``), an :class:`Executor` the
+            caller keeps (a sweep reuses one pool), or ``""``: ``process``, or ``inline``
+            without ``isolate``.
     """
 
     targets: list[str]
@@ -84,6 +87,7 @@ class CompareOptions:
     isolate: bool = True
     opset: int | None = None
     threads: int | None = None
+    executor: str | Executor = ""
 
 
 def model_file(source: cir.SourceModel, cache_dir: Path) -> Path:
@@ -153,48 +157,47 @@ def _opset_of(model: Any) -> int:
 
 
 def _store_model(model: Any, fp: str, cache_dir: Path, kind: str = "") -> Path:
-    """The store entry of ``model`` (fingerprint ``fp``): ``<cache_dir>/models/<fp><kind>/model.onnx``.
+    """The store entry of ``model`` (fingerprint ``fp``): ``<cache_dir>/models/<fp><kind>/model.onnx``
+    (kind ``models`` of :class:`compstack.core.store.Store`).
 
     The entry is a folder published atomically with a manifest (size and SHA-256 of
-    each file, and the fingerprint, :mod:`compstack.core.integrity`); an existing entry is
-    verified before it is used, and a bad one (truncated, altered, malformed
-    ``meta.json``, another model's fingerprint) is replaced. Workers check the same
-    manifest before they load the file (:func:`compstack.run.jobs._verify_model_file`).
+    each file, and the fingerprint); an existing entry is verified before it is used,
+    and a bad one (truncated, altered, malformed ``meta.json``, another model's
+    fingerprint) is replaced. Workers check the same manifest before they load the
+    file (:func:`compstack.run.jobs._verify_model_file`).
 
     Raises:
         UserError: the cache folder is not writable.
     """
-    folder = cache_dir / "models" / f"{fp}{kind}"
-    if folder.exists():
-        meta, _ = check_manifest(folder)
-        if meta is not None and meta.get("fingerprint") == fp:
-            return folder / "model.onnx"
-        shutil.rmtree(folder, ignore_errors=True)
-    staging: Path | None = None
+    from compstack.core.store import Store
+
+    store, key = Store(cache_dir), f"{fp}{kind}"
+    entry, _ = store.lookup("models", key)
+    if entry is not None and entry.meta.get("fingerprint") == fp:
+        return entry.folder / "model.onnx"
+    store.evict("models", key)
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
-        cir.save(model, staging / "model.onnx", external_data=cir.prefers_external_data(model) or None,
-                 data_name="model.onnx.data")  # large weights streamed, not copied in memory
-        write_manifest(staging, sorted(staging.iterdir()), {"fingerprint": fp})
+        staging = store.staging("models")
         try:
-            os.rename(staging, folder)
-        except OSError:
-            if check_manifest(folder)[0] is None:  # not a concurrent writer's good entry
-                raise
+            cir.save(model, staging / "model.onnx", external_data=cir.prefers_external_data(model) or None,
+                     data_name="model.onnx.data")  # large weights streamed, not copied in memory
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        folder = store.publish(staging, "models", key, sorted(staging.iterdir()), {"fingerprint": fp})
+        if check_manifest(folder)[0] is None:  # not a concurrent writer's good entry
+            raise OSError(f"{folder}: entry failed verification after publish")
     except (OSError, UserError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise UserError(f"cache folder {cache_dir}: not writable ({why}); set --cache-dir or "
                         "COMPSTACK_CACHE_DIR") from None
-    finally:
-        if staging is not None and staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     return folder / "model.onnx"
 
 
 #: The reference of a JAX source whose common IR could not be built: its native program
-#: on XLA in float64 (``jax.enable_x64``, float inputs as float64).
-_JAX_X64_REFERENCE = ("xla-cpu", {"x64": "true", "path": "native"})
+#: on XLA in float64 (``jax.enable_x64``, float inputs as float64): the registry's
+#: ``native-jax-reference`` target and its options in that role.
+_JAX_X64_REFERENCE = registry.role_target("native-jax-reference")
 
 
 def _hint_opset(result: Result, stack: StackModel) -> None:
@@ -218,7 +221,7 @@ def _pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str
     stats = op_stats(source.model)
     if stats.flops <= FLOAT64_MAX_FLOPS and stats.params <= FLOAT64_MAX_PARAMS:
         return "reference", {"precision": "float64", "outputs": "float64"}
-    return "ort-cpu", {}
+    return registry.role_target("reference")
 
 
 def _reference_info(source: cir.SourceModel, name: str, opts: Mapping[str, str]) -> dict[str, Any]:
@@ -289,6 +292,12 @@ def compare(
         shutil.rmtree(work, ignore_errors=True)
         raise
     ref_name, ref_opts = _pick_reference(source, options.reference)
+    try:
+        executor, owned = open_executor(options.executor, options.isolate)
+    except ValueError as exc:
+        db.close()
+        shutil.rmtree(work, ignore_errors=True)
+        raise UserError(str(exc)) from None
     report = Report(
         model={"name": source.name, "fingerprint": source.fingerprint, "nodes": stats.nodes,
                "params": stats.params, "flops": stats.flops, "origin": source.origin,
@@ -316,7 +325,7 @@ def compare(
         def run(name: str, opts: Mapping[str, str], latency: bool) -> JobOutcome:
             job = Job(target=name, target_ref=_ref_of(name), workdir=str(work / name), options=dict(opts),
                       latency=vars(options.latency) if latency and options.latency else None, **common)
-            outcome = run_isolated(job, options.limits) if options.isolate else run_inline(job)
+            outcome = executor.run(job, options.limits)
             _keep_numerics_of_latency_fault(outcome)
             outcome.extra["outputs"] = _load_outputs(job) if outcome.status == "ok" else None
             return outcome
@@ -350,6 +359,8 @@ def compare(
     finally:
         db.run_status(report, status)
         db.close()
+        if owned:
+            executor.close()
         shutil.rmtree(work, ignore_errors=True)
     if save_outputs is not None:
         save_npz(save_outputs, saved)
@@ -389,10 +400,6 @@ def _make_input_sets(source: cir.SourceModel, options: CompareOptions) -> tuple[
         raise UserError("the requested input shapes do not fit in memory; check --input-shape") from None
 
 
-#: Statuses the runner gives a worker it lost (killed or died) rather than one that reported.
-_LOST = ("crashed", "timeout", "oom")
-
-
 def _keep_numerics_of_latency_fault(outcome: JobOutcome) -> None:
     """A worker lost while timing (crash, hang, memory) had already run and written its
     outputs: the row keeps them, to be compared, and says how latency failed
@@ -420,10 +427,11 @@ def _run_reference(run: Callable[..., JobOutcome], name: str, opts: Mapping[str,
         return outcome.extra["outputs"], ""
     note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
     report.reference["error"] = note
-    if name != "ort-cpu" and not report.model.get("import_error"):  # ort-cpu needs the common IR
-        fallback = run("ort-cpu", {}, latency=False)
+    stand_in, stand_in_opts = registry.role_target("reference")
+    if name != stand_in and not report.model.get("import_error"):  # the stand-in needs the common IR
+        fallback = run(stand_in, stand_in_opts, latency=False)
         if fallback.status == "ok":
-            report.reference.update({"target": "ort-cpu", "fallback_from": name})
+            report.reference.update({"target": stand_in, "fallback_from": name})
             report.reference.pop("precision", None)
             return fallback.extra["outputs"], note
     return None, note

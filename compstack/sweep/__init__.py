@@ -24,7 +24,6 @@ __all__ = [
     "RayExecutor",
     "Sweep",
     "SweepOptions",
-    "cli_sweep",
     "expand_models",
     "print_summary",
     "run_sweep",
@@ -34,7 +33,7 @@ __all__ = [
 ]
 
 _WHERE = {"DETERMINISTIC": "_core", "Sweep": "_core", "SweepOptions": "_core", "run_sweep": "_core",
-          "LocalExecutor": "_local", "RayExecutor": "_ray", "cli_sweep": "_cli", "expand_models": "_models",
+          "LocalExecutor": "_local", "RayExecutor": "_ray", "expand_models": "_models",
           "print_summary": "_matrix", "summarize": "_matrix", "summary_from_rows": "_matrix",
           "summary_of_db": "_matrix"}
 

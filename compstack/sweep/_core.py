@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from compstack import targets as registry
 from compstack.analysis.opstats import op_stats
 from compstack.core.config import Settings
 from compstack.core.errors import UserError
@@ -68,13 +69,14 @@ class SweepOptions:
     Attributes:
         models: expanded model specs (:func:`compstack.sweep.expand_models`).
         compare: the per-model options (targets, inputs, tolerances, latency, limits).
-        baseline: the target latency ratios and speedups are taken against.
+        baseline: the target latency ratios and speedups are taken against (default:
+            the registry's ``baseline`` target).
         resume: skip jobs the database already has (see :data:`DETERMINISTIC`).
     """
 
     models: list[str]
     compare: S.CompareOptions
-    baseline: str = "ort-cpu"
+    baseline: str = field(default_factory=lambda: registry.role_target("baseline")[0])
     resume: bool = False
 
 

@@ -1,4 +1,4 @@
-"""The local executor: :func:`compstack.run.runner.run_isolated` on this machine, N at a time."""
+"""The local sweep executor: jobs on one of :mod:`compstack.run.executors` on this machine, N at a time."""
 
 from __future__ import annotations
 
@@ -8,24 +8,27 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from compstack.run.executors import Executor, Limits, open_executor
 from compstack.run.jobs import Job, JobOutcome
-from compstack.run.runner import Limits, run_isolated
 
 __all__ = ["LocalExecutor"]
 
 
 class LocalExecutor:
-    """Each job in its own worker process (:func:`~compstack.run.runner.run_isolated`), at
-    most ``jobs`` at a time; ``exclusive`` runs (latency) go one at a time.
+    """Jobs on a :mod:`compstack.run.executors` executor (default ``process``: each job
+    in its own worker process), at most ``jobs`` at a time; ``exclusive`` runs (latency)
+    go one at a time.
 
     Args:
         jobs: parallel jobs in phase 1 (default: the CPU count, at most 4).
+        executor: an executor name or instance (:func:`compstack.run.executors.open_executor`).
     """
 
     name = "local"
 
-    def __init__(self, jobs: int | None = None) -> None:
+    def __init__(self, jobs: int | None = None, executor: str | Executor = "") -> None:
         self.slots = max(1, jobs or min(4, os.cpu_count() or 1))
+        self.executor, self._owned = open_executor(executor)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "nodes": 1, "slots": self.slots}
@@ -48,7 +51,7 @@ class LocalExecutor:
                 key, job = item  # type: ignore[misc]
                 done.put(("start", key, None))
                 try:
-                    done.put(("done", key, run_isolated(job, limits)))
+                    done.put(("done", key, self.executor.run(job, limits)))
                 except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
                     done.put(("error", key, exc))
                     return
@@ -68,4 +71,6 @@ class LocalExecutor:
                 raise value
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Release the executor's workers (when this sweep made it)."""
+        if self._owned:
+            self.executor.close()

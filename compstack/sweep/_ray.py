@@ -4,7 +4,7 @@
 
 * **Isolation and limits.** A Ray task (``max_calls=1``: a fresh Ray worker process per
   task; ``max_retries=0``: a crash is recorded, never retried) calls
-  :func:`compstack.run.runner.run_isolated`, which starts ``python -P -m compstack.run.jobs`` under
+  :class:`compstack.run.executors.ProcessExecutor`, which starts ``python -P -m compstack.run.worker`` under
   the same wall-clock and memory limits as locally and returns the
   :class:`~compstack.run.jobs.JobOutcome` as plain data. Ray's ``memory=`` only reserves for
   scheduling; the limit itself is the runner's. A segfault or hang kills the grandchild,
@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from compstack.core.errors import UserError
+from compstack.run.executors import Limits
 from compstack.run.jobs import Job, JobOutcome
-from compstack.run.runner import Limits
 
 __all__ = ["RAY_EXTRA_HINT", "RayExecutor"]
 
@@ -101,7 +101,7 @@ def ray_job_task(job_data: dict[str, Any], limits_data: dict[str, Any], sweep_id
     import socket
     import uuid
 
-    from compstack.run.runner import run_isolated
+    from compstack.run.executors import ProcessExecutor
 
     root = Path(tempfile.gettempdir()) / f"compstack-ray-{sweep_id}"
     root.mkdir(parents=True, exist_ok=True)
@@ -116,7 +116,7 @@ def ray_job_task(job_data: dict[str, Any], limits_data: dict[str, Any], sweep_id
     job.workdir = str(work / "job")
     try:
         t0 = time.monotonic()
-        outcome = run_isolated(job, Limits(**limits_data))
+        outcome = ProcessExecutor().run(job, Limits(**limits_data))
         outcome.extra["isolated_s"] = time.monotonic() - t0
         outputs = job.outputs_path.read_bytes() if job.outputs_path.exists() else None
         return asdict(outcome), outputs, socket.gethostname()

@@ -5,19 +5,35 @@ target is used (pattern of ``torch/_dynamo/backends/registry.py``). A target who
 stack is missing still lists, with the reason from its ``availability()``.
 
 Third-party targets register through the ``compstack.targets`` entry-point group.
-Adding a stack is one module in this folder plus one line in ``_TABLE``.
+Adding a stack is one folder here plus one line in ``_TABLE`` (README, "Adding a stack").
+
+This table is the one place target names live: other modules ask it for a target by
+role (:func:`with_role`, :func:`role_target`) or ask a target's class for a capability
+(:func:`capability`, :func:`custom_op_support`), never list names themselves.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+import importlib.util
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from typing import Any, Collection, Mapping
 
 from compstack.core.errors import UserError
 from compstack.targets.base import Target
 
-__all__ = ["TargetEntry", "names", "entries", "get", "resolve", "register", "ALIASES"]
+__all__ = ["TargetEntry", "names", "entries", "get", "resolve", "register", "ALIASES", "ROLES", "with_role",
+           "role_target", "capability", "custom_op_support"]
+
+#: The roles a row can give its target for other commands (role -> what it means).
+ROLES: dict[str, str] = {
+    "reference": "the stack reference of a model with a common IR: `--reference auto` on a model too large "
+                 "for the float64 NumPy reference, and the fallback when the chosen reference fails",
+    "native-jax-reference": "the reference of a JAX source without a common IR (its native program in float64)",
+    "baseline": "the target `compstack sweep` takes latency ratios against, when it is swept",
+    "ops-test": "a default target of `compstack ops test`",
+}
 
 
 @dataclass(frozen=True)
@@ -29,33 +45,52 @@ class TargetEntry:
         ref: ``"module:Class"`` of its :class:`~compstack.targets.base.Target` subclass.
         device: device kind (``cpu``, ``cuda``, ``vulkan``).
         default: part of ``compare``'s default set when available.
+        roles: role (a key of :data:`ROLES`) -> the target options (``--option`` strings)
+            it takes in that role.
+        caps: capabilities declared on the row instead of the class: class attribute name
+            -> value, read by :func:`capability` before the class's own.
     """
 
     name: str
     ref: str
     device: str
     default: bool = True
+    roles: Mapping[str, Mapping[str, str]] = field(default_factory=dict, compare=False)
+    caps: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
+_NO_CPU = "no: the op declares no CPU kernel"
+
+# xla-* and inductor-* declare their custom-op lines on the row (``caps``) until their
+# classes carry the ClassVars the other stacks' classes carry.
 _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("reference", "compstack.targets.reference.target:ReferenceTarget", "cpu", default=False),
-    TargetEntry("ort-cpu", "compstack.targets.ort.target:OrtCpuTarget", "cpu"),
+    TargetEntry("ort-cpu", "compstack.targets.ort.target:OrtCpuTarget", "cpu",
+                roles={"reference": {}, "baseline": {}, "ops-test": {}}),
     TargetEntry("ort-cuda", "compstack.targets.ort.target:OrtCudaTarget", "cuda"),
-    TargetEntry("tvm-llvm", "compstack.targets.relax.target:TvmLlvmTarget", "cpu"),
-    TargetEntry("iree-llvm-cpu", "compstack.targets.iree.target:IreeLlvmCpuTarget", "cpu"),
-    TargetEntry("iree-vulkan", "compstack.targets.iree.target:IreeVulkanTarget", "vulkan"),
-    TargetEntry("iree-cuda", "compstack.targets.iree.target:IreeCudaTarget", "cuda"),
-    TargetEntry("iree-rocm", "compstack.targets.iree.target:IreeRocmTarget", "rocm"),
-    TargetEntry("tvm-cuda", "compstack.targets.relax.target:TvmCudaTarget", "cuda"),
-    TargetEntry("tvm-vulkan", "compstack.targets.relax.target:TvmVulkanTarget", "vulkan"),
+    TargetEntry("tvm-llvm", "compstack.targets.relax.target:TvmLlvmTarget", "cpu", roles={"ops-test": {}}),
+    TargetEntry("iree-llvm-cpu", "compstack.targets.iree.target:IreeLlvmCpuTarget", "cpu", roles={"ops-test": {}}),
+    TargetEntry("iree-vulkan", "compstack.targets.iree.gpu:IreeVulkanTarget", "vulkan"),
+    TargetEntry("iree-cuda", "compstack.targets.iree.gpu:IreeCudaTarget", "cuda"),
+    TargetEntry("iree-rocm", "compstack.targets.iree.gpu:IreeRocmTarget", "rocm"),
+    TargetEntry("tvm-cuda", "compstack.targets.relax.gpu:TvmCudaTarget", "cuda"),
+    TargetEntry("tvm-vulkan", "compstack.targets.relax.gpu:TvmVulkanTarget", "vulkan"),
     TargetEntry("tensorrt", "compstack.targets.trt.target:TensorRTTarget", "cuda"),
     TargetEntry("cann", "compstack.targets.cann.target:CannTarget", "ascend", default=False),
     TargetEntry("gcu", "compstack.targets.gcu.target:GcuTarget", "gcu", default=False),
-    TargetEntry("xla-cpu", "compstack.targets.xla.target:XlaCpuTarget", "cpu"),
-    TargetEntry("xla-cuda", "compstack.targets.xla.target:XlaCudaTarget", "cuda"),
-    TargetEntry("inductor-cpu", "compstack.targets.inductor.target:InductorCpuTarget", "cpu"),
+    TargetEntry("xla-cpu", "compstack.targets.xla.target:XlaCpuTarget", "cpu",
+                roles={"ops-test": {}, "native-jax-reference": {"x64": "true", "path": "native"}},
+                caps={"custom_op_support": {"cpu": "yes: XLA FFI handler (jax.ffi custom call)", "": _NO_CPU},
+                      "custom_op_needs": {"jaxlib": "no: jaxlib's FFI headers are needed (pip install jax)"}}),
+    TargetEntry("xla-cuda", "compstack.targets.xla.target:XlaCudaTarget", "cuda",
+                caps={"custom_op_support": {"": "no: the FFI handlers are registered for the CPU platform only"}}),
+    TargetEntry("inductor-cpu", "compstack.targets.inductor.target:InductorCpuTarget", "cpu", roles={"ops-test": {}},
+                caps={"custom_op_support": {"cpu": "yes: torch.library custom op, an extern kernel for Inductor",
+                                            "": _NO_CPU}}),
     TargetEntry("openvino-cpu", "compstack.targets.openvino.target:OpenVinoCpuTarget", "cpu"),
-    TargetEntry("inductor-cuda", "compstack.targets.inductor.target:InductorCudaTarget", "cuda"),
+    TargetEntry("inductor-cuda", "compstack.targets.inductor.target:InductorCudaTarget", "cuda",
+                caps={"custom_op_support": {"cuda": "yes (needs an NVIDIA GPU): torch.library CUDA kernel",
+                                            "": "no: the op declares no CUDA kernel"}}),
     TargetEntry("torchscript-cpu", "compstack.targets.torchscript.target:TorchScriptCpuTarget", "cpu"),
     TargetEntry("tf", "compstack.targets.framework.target:TfTarget", "cpu", default=False),
     TargetEntry("paddle", "compstack.targets.framework.target:PaddleTarget", "cpu", default=False),
@@ -138,4 +173,91 @@ def resolve(spec: str) -> list[str]:
         out.extend(n for n in expanded if n not in out)
     if not out:
         raise UserError("--targets: no target given; run `compstack targets` to list them")
+    return out
+
+
+def _entry(name: str) -> TargetEntry:
+    for e in entries():
+        if e.name == name:
+            return e
+    raise UserError(f"unknown target '{name}'; run `compstack targets` to list them")
+
+
+def with_role(role: str) -> list[str]:
+    """The targets whose row gives them ``role`` (a key of :data:`ROLES`), in table order.
+
+    Raises:
+        KeyError: ``role`` is not in :data:`ROLES` (a programming error).
+    """
+    if role not in ROLES:
+        raise KeyError(f"unknown target role {role!r} (known: {', '.join(ROLES)})")
+    return [e.name for e in entries() if role in e.roles]
+
+
+def role_target(role: str) -> tuple[str, dict[str, str]]:
+    """The first target with ``role`` and the options (``--option`` strings) it takes in it.
+
+    Raises:
+        KeyError: unknown role, or no registered target has it.
+    """
+    for e in entries():
+        if role in e.roles:
+            return e.name, dict(e.roles[role])
+    if role not in ROLES:
+        raise KeyError(f"unknown target role {role!r} (known: {', '.join(ROLES)})")
+    raise KeyError(f"no registered target has the role {role!r}")
+
+
+def capability(name: str, attr: str) -> Any:
+    """A capability of target ``name``: its row's ``caps[attr]`` when the row declares
+    it, else the class attribute ``attr`` of its :class:`Target` class (with the base
+    class's default; imports the target's module, never its stack).
+
+    Raises:
+        UserError: unknown target name.
+        AttributeError: ``attr`` is no attribute of :class:`Target`.
+    """
+    e = _entry(name)
+    if attr in e.caps:
+        return e.caps[attr]
+    if not hasattr(Target, attr):
+        raise AttributeError(f"Target has no capability {attr!r}")
+    return getattr(get(name), attr)
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def custom_op_support(kernels: Collection[str]) -> dict[str, str]:
+    """Target -> how it runs a custom op with these kernel kinds (``yes: ...``) or why
+    not (``no: ...``), for ``compstack ops list``; from each target's
+    :attr:`~compstack.targets.base.Target.custom_op_support` and
+    :attr:`~compstack.targets.base.Target.custom_op_needs` (nothing is built, no stack is
+    imported; a module is looked up with :func:`importlib.util.find_spec`).
+
+    Args:
+        kernels: the op's kernel kinds (``{"cpu", "cuda"}``).
+
+    Returns:
+        Only the targets that declare a line for such an op, in table order; a target
+        whose module cannot be imported is left out.
+    """
+    out: dict[str, str] = {}
+    for e in entries():
+        try:
+            support: Mapping[str, str] = capability(e.name, "custom_op_support")
+            needs: Mapping[str, str] = capability(e.name, "custom_op_needs")
+        except Exception:  # noqa: BLE001 - a broken third-party target must not break the listing
+            continue
+        kind = next((k for k in support if k and k in kernels), "")
+        line = support.get(kind)
+        if line is None:
+            continue
+        if kind:
+            line = next((no for module, no in needs.items() if not _installed(module)), line)
+        out[e.name] = line
     return out

@@ -205,10 +205,24 @@ class Target:
     #: target options (``--option`` strings) and worker environment variables. Empty:
     #: the stack has no such switch.
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {}
+    #: Precision knobs ``compstack explain`` tries when a result differs: knob name ->
+    #: ``{"options": {...}, "env": {...}}`` (as :attr:`optimizations_off`), each a switch to
+    #: stricter floating-point arithmetic than the stack's default (no reassociation, no
+    #: FMA contraction, no fast-math, no TF32). A knob that makes the result agree is
+    #: reported as "differs because of KNOB", not as a bug. Empty: none declared.
+    precision_knobs: ClassVar[Mapping[str, Mapping[str, Mapping[str, str]]]] = {}
     #: The option that switches passes off by name (a comma-separated list), where the
     #: stack has one; with :meth:`applied_passes` it lets ``compstack explain`` name the
     #: pass behind a discrepancy. Empty: no pass-level switch.
     pass_option: ClassVar[str] = ""
+    #: ``compstack ops list``: how this target runs a registered custom op. Keys are the
+    #: kernel kinds an op may declare (``cpu``, ``cuda``), tried in order; ``""`` is the
+    #: line when the op declares none of them. Each line starts ``yes``, ``no`` or
+    #: ``untested`` and says how or why. Empty: the target is not listed.
+    custom_op_support: ClassVar[Mapping[str, str]] = {}
+    #: Python modules the custom-op binding needs (module -> the ``no: ...`` line shown
+    #: instead of the ``yes`` line when it is not installed).
+    custom_op_needs: ClassVar[Mapping[str, str]] = {}
 
     def applied_passes(self, model: ir.Model) -> list[str] | None:
         """The passes that changed ``model``, by the names :attr:`pass_option` takes, from

@@ -166,26 +166,26 @@ def _timed(fn: Any) -> float:
 
 
 def machine_peak(cache_dir: Path, refresh: bool = False) -> Peak:
-    """The cached :class:`Peak` of this host, measured now when absent (or ``refresh``)."""
-    import hashlib
+    """The cached :class:`Peak` of this host, measured now when absent (or ``refresh``).
 
-    from compstack.core.store import host_id
+    The peak is a record of the store's ``roofline`` kind
+    (:meth:`compstack.core.store.Store.read_record`: verified by its hash; an altered or
+    malformed one is measured again), keyed by :func:`compstack.core.store.host_id`."""
+    from compstack.core.store import Store, host_id, key
 
-    path = Path(cache_dir) / "roofline" / f"{hashlib.sha256(host_id().encode()).hexdigest()[:16]}.json"
-    if not refresh and path.is_file():
+    store = Store(cache_dir)
+    k = key("roofline", {"host": host_id(), "version": _VERSION}, digits=16)
+    if not refresh:
+        data, _ = store.read_record("roofline", k)
         try:
-            data = json.loads(path.read_text())
-            if data.get("version") == _VERSION:
-                return Peak(**{k: data[k] for k in ("gflops", "gbs", "gemm_n", "copy_mib", "threads",
+            if data is not None and data.get("version") == _VERSION:
+                return Peak(**{f: data[f] for f in ("gflops", "gbs", "gemm_n", "copy_mib", "threads",
                                                      "measured_at", "method")})
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+        except (KeyError, TypeError):
+            store.evict("roofline", k)
     peak = measure_peak()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"version": _VERSION, **asdict(peak)}))
-        os.replace(tmp, path)
+        store.write_record("roofline", k, {"version": _VERSION, **asdict(peak)})
     except OSError:
         pass  # an unwritable cache only costs a re-measure next time
     return peak

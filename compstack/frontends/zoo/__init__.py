@@ -153,7 +153,8 @@ def describe(name: str) -> str:
 
 
 def default_cache_dir() -> Path:
-    """``$COMPSTACK_CACHE_DIR`` if set, else ``~/.cache/compstack``."""
+    """The store root: ``$COMPSTACK_CACHE_DIR``, else ``$XDG_CACHE_HOME/compstack``, else
+    ``~/.cache/compstack`` (:func:`compstack.core.store.root`)."""
     return _cache.default_root()
 
 

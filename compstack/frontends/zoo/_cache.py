@@ -7,21 +7,18 @@ everything that shapes the exported graph: the versions of torch, transformers, 
 onnxscript and onnx-ir (plus per-model extras: jax and jaxlib for the JAX models),
 ``ZOO_VERSION``, and the source of the builder module, the frontend (from_torch or
 from_jax) and :mod:`compstack.core.ir`; so an upgrade or an edit starts a new entry instead
-of reusing a stale one. Entries are written to a temporary folder and renamed into
-place, so a reader never sees half an entry; ``meta.json`` is a manifest
-(:mod:`compstack.core.integrity`) whose sizes and hashes, and whose fingerprint of the
-model, are checked on every read: a truncated, altered or malformed entry is rebuilt.
+of reusing a stale one. Entries are kind ``zoo`` of :class:`compstack.core.store.Store`: written to a
+temporary folder and renamed into place, so a reader never sees half an entry;
+``meta.json`` is the store's manifest whose sizes and hashes, and whose fingerprint of
+the model, are checked on every read: a truncated, altered or malformed entry is rebuilt.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import json
 import logging
-import os
 import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -74,7 +71,8 @@ def entry_dir(root: Path, name: str, zoo_version: int, extra: Sequence[str] = ()
             own environment: Paddle, MindSpore).
 
     Returns:
-        The entry folder; the key is 12 hex digits of SHA-256 over all of the above.
+        The entry folder; the key is :func:`compstack.core.store.key` (12 hex digits)
+        over all of the above.
     """
     digests = {}
     for path in code:
@@ -82,10 +80,11 @@ def entry_dir(root: Path, name: str, zoo_version: int, extra: Sequence[str] = ()
             digests[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError:
             digests[path.name] = "unreadable"
-    payload = json.dumps({"name": name, "zoo": zoo_version, "versions": {**versions(extra), **(pinned or {})},
-                          "code": digests}, sort_keys=True)
-    key = hashlib.sha256(payload.encode()).hexdigest()[:12]
-    return root / "zoo" / f"{name}-{key}"
+    from compstack.core.store import Store, key
+
+    k = key("zoo", {"name": name, "zoo": zoo_version, "code": digests}, {**versions(extra), **(pinned or {})},
+            digits=12)
+    return Store(root).entry("zoo", f"{name}-{k}")
 
 
 def read(entry: Path, display_name: str) -> cir.SourceModel | None:
@@ -93,12 +92,14 @@ def read(entry: Path, display_name: str) -> cir.SourceModel | None:
 
     The returned model has ``origin="zoo"`` and ``native=None``.
     """
-    from compstack.core.integrity import check_manifest
+    from compstack.core.store import Store
 
-    meta, problem = check_manifest(entry)
-    if meta is None:
-        _log.warning("ignoring zoo cache entry %s (%s); rebuilt", entry, problem)
+    found, problem = Store(entry.parent.parent).lookup("zoo", entry.name)  # verified; a bad one is deleted
+    if found is None:
+        if problem:
+            _log.warning("zoo: %s", problem)  # "corrupt cache entry <folder> (why); rebuilt"
         return None
+    meta = found.meta
     try:
         model = cir.load(entry / _MODEL)
         with np.load(entry / _INPUTS, allow_pickle=False) as npz:
@@ -134,14 +135,15 @@ def write(entry: Path, source: cir.SourceModel, extra: Sequence[str] = (),
     Returns:
         True when this call created the entry.
     """
+    from compstack.core.store import Store
+
+    store = Store(entry.parent.parent)
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
+        tmp = store.staging("zoo")
     except OSError as exc:
         _log.warning("cannot write zoo cache under %s: %s", entry.parent, exc)
         return False
     try:
-        tmp.chmod(0o755)  # mkdtemp makes it 0700; a shared cache must stay readable
         cir.save(source.model, tmp / _MODEL)
         # positional arrays (arr_0, arr_1...): input names could clash with savez's own
         # keyword parameters; the names are kept, in order, in meta.json.
@@ -153,14 +155,9 @@ def write(entry: Path, source: cir.SourceModel, extra: Sequence[str] = (),
             "val_ranges": {k: list(v) for k, v in source.val_ranges.items()},
             "versions": versions(extra),
         }
-        from compstack.core.integrity import write_manifest
-
-        write_manifest(tmp, [tmp / _MODEL, tmp / _INPUTS], meta)  # sizes and hashes, checked by read()
-        if entry.exists():
-            if not replace:  # a concurrent writer got there first
-                return False
-            shutil.rmtree(entry, ignore_errors=True)
-        os.rename(tmp, entry)
+        if entry.exists() and not replace:  # a concurrent writer got there first
+            return False
+        store.publish(tmp, "zoo", entry.name, [tmp / _MODEL, tmp / _INPUTS], meta, replace=replace)
         return True
     except (OSError, UserError) as exc:  # caching is best effort
         _log.warning("cannot write zoo cache entry %s: %s", entry, exc)

@@ -12,7 +12,9 @@ target's ``flags`` (so every result row says which one ran).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 import numpy as np
@@ -21,7 +23,8 @@ import onnx_ir as ir
 from compstack.core.errors import UnsupportedError, UserError
 from compstack.targets.base import Target, TargetOptions
 
-__all__ = ["PATHS", "PathOptions", "TwoPathTarget", "canonical_for_translation", "specialize_inputs"]
+__all__ = ["PATHS", "PathOptions", "TwoPathTarget", "canonical_for_translation", "private_cache_dir", "seal_cache_dir",
+           "specialize_inputs"]
 
 #: Values of the ``path`` option.
 PATHS = ("auto", "native", "translated")
@@ -221,3 +224,109 @@ def canonical_for_translation(model: ir.Model, given: Mapping[str, np.ndarray] |
         return model
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
     return cir.canonicalize(cir.to_proto(model), source=model.graph.name or "<model>", opset=opset)
+
+
+def private_cache_dir(root: Path | None, name: str, versions: Mapping[str, str]) -> Path | None:
+    """The folder a stack's own compilation cache lives in: ``<root>/<name>/<key>/``,
+    ``key`` = 16 hex digits of SHA-256 over the stack's versions, compstack's version and
+    the host CPU (:func:`compstack.core.store.host_id`), so a new JAX/torch, a new
+    compstack or another kind of CPU starts an empty folder.
+
+    What is verified: the folder is ours (created by this user with mode 0700, and
+    ``<root>/<name>`` too; owned by this user, no symlink, no access for group or others;
+    a folder that fails is not used: None, the stack compiles without a persistent cache),
+    and its contents are what compstack's own workers left there: after each compile the
+    worker seals the folder (:func:`seal_cache_dir`: size and SHA-256 of every file, in
+    ``<key>.seal.json`` beside it), and here, before the stack may read an entry, every file
+    is checked against the seal; a file that is new, changed or unsealed empties the
+    folder (the stack then compiles anew). The entries' format is the stack's (JAX's docs
+    call its cache "trusted"; Inductor's holds pickles, ``.py`` and ``.so`` it loads):
+    compstack never reads them itself, it only makes sure nobody else wrote them.
+
+    Args:
+        root: compstack's store root (``Target.cache_root``), or None under ``--no-cache``.
+        name: the subfolder, e.g. ``jax-cache`` or ``inductor-cache``.
+        versions: the stack's package versions (``Availability.versions``).
+
+    Returns:
+        The folder, or None (no root, not creatable, or not private to this user).
+    """
+    if root is None:
+        return None
+    import hashlib
+    import json
+
+    from compstack.core.store import host_id
+    from compstack.core.version import __version__
+
+    blob = json.dumps({"versions": dict(versions), "compstack": __version__, "host": host_id()}, sort_keys=True)
+    folder = Path(root) / name / hashlib.sha256(blob.encode()).hexdigest()[:16]
+    try:
+        for d in (folder.parent, folder):
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = d.stat()
+            if (hasattr(os, "getuid") and st.st_uid != os.getuid()) or st.st_mode & 0o077 or d.is_symlink():
+                return None
+    except OSError:
+        return None
+    if not _matches_seal(folder):
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+        _seal_path(folder).unlink(missing_ok=True)
+        try:
+            folder.mkdir(mode=0o700, exist_ok=True)
+        except OSError:
+            return None
+    return folder
+
+
+def _seal_path(folder: Path) -> Path:
+    return folder.parent / f"{folder.name}.seal.json"
+
+
+def _tree(folder: Path) -> dict[str, tuple[int, str]]:
+    from compstack.core.integrity import sha256_file
+
+    out = {}
+    for f in sorted(folder.rglob("*")):
+        if f.is_symlink():
+            out[str(f.relative_to(folder))] = (-1, "symlink")
+        elif f.is_file():
+            out[str(f.relative_to(folder))] = (f.stat().st_size, sha256_file(f))
+    return out
+
+
+def _matches_seal(folder: Path) -> bool:
+    """Whether every file under ``folder`` is in its seal with the same size and hash
+    (an empty folder needs no seal; files the seal lists but the folder lacks are fine:
+    the stack recompiles what is missing)."""
+    import json
+
+    try:
+        files = _tree(folder)
+        if not files:
+            return True
+        seal = json.loads(_seal_path(folder).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return all(isinstance(seal.get(k), list) and tuple(seal[k]) == v for k, v in files.items())
+
+
+def seal_cache_dir(folder: Path | None) -> None:
+    """Record size and SHA-256 of every file under ``folder`` (a stack's cache folder from
+    :func:`private_cache_dir`), atomically, after a compile has written its entries.
+    A folder another process changes while it is hashed just fails the next check and is
+    emptied: a lost cache, never an unverified read. Errors are ignored (the cache is an
+    optimisation)."""
+    if folder is None:
+        return
+    import json
+
+    from compstack.core.integrity import atomic_write
+
+    try:
+        files = _tree(folder)
+        atomic_write(_seal_path(folder), json.dumps({"files": {k: list(v) for k, v in files.items()}}))
+    except OSError:
+        pass

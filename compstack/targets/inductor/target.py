@@ -17,8 +17,9 @@ per model here) and it is not how most Inductor users run; ``torch.compile`` is.
 Stages: ``fx`` (the captured graph handed to Inductor), ``post-grad`` (the graph after
 Inductor's post-grad passes, recorded by a ``post_grad_custom_post_pass``) and
 ``output-code`` (the generated Python module with its C++/Triton kernels, from the hook
-``torch._inductor.utils.run_and_get_code`` uses). Inductor's FX graph cache serves warm
-compiles; when stages are written (``compstack lower``/``dump``) the compile runs
+``torch._inductor.utils.run_and_get_code`` uses). Inductor's FX graph cache, in
+compstack's store (``<root>/inductor-cache/``, :mod:`compstack.targets.inductor.cache`),
+serves warm compiles; when stages are written (``compstack lower``/``dump``) the compile runs
 with caches disabled so every stage is recorded. The artifact of ``compstack lower -o``
 is ``output_code.py``: ``python output_code.py`` benchmarks the compiled module with
 random inputs (Inductor's own ``benchmark_compiled_module`` entry point).
@@ -27,24 +28,21 @@ random inputs (Inductor's own ``benchmark_compiled_module`` entry point).
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Mapping
-from unittest import mock
 
 import numpy as np
 import onnx_ir as ir
 
-from compstack.core.errors import UnsupportedError
-from compstack.frontends.native import mutated_inputs
-from compstack.targets.base import Availability, Compiled, Lowered
+from compstack.targets.base import Availability
 from compstack.targets.common.torch import example_arrays
 from compstack.targets.common.twopath import (
     PathOptions,
     TwoPathTarget,
     canonical_for_translation,
 )
+from compstack.targets.inductor.capture import NO_GRAPH, Capture
+from compstack.targets.inductor.program import InductorLowered
 
 __all__ = ["InductorCpuTarget", "InductorCudaTarget", "InductorOptions"]
 
@@ -64,19 +62,44 @@ class InductorOptions(PathOptions):
         backend: ``inductor``, or ``aot_eager`` (TorchDynamo's debug backend: the same
             captured graph through AOTAutograd's decompositions, run eagerly without
             Inductor's code generation; what ``compstack explain`` compares against).
+        disable_config: Inductor optimisations to switch off for this compile, by the
+            names of :data:`PASS_SWITCHES` (each a ``torch._inductor.config`` switch);
+            ``compstack explain`` searches them one by one to name the one at fault.
     """
 
     freezing: bool = False
     mode: str = "default"
     backend: str = "inductor"
+    disable_config: tuple[str, ...] = ()
 
     def validate(self) -> str:
+        unknown = [n for n in self.disable_config if n not in PASS_SWITCHES]
+        if unknown:
+            return f"disable_config={unknown[0]}: expected some of {', '.join(PASS_SWITCHES)}"
         if self.mode not in _MODES:
             return f"mode={self.mode}: expected one of {', '.join(_MODES)}"
         if self.backend not in ("inductor", "aot_eager"):
             return f"backend={self.backend}: expected inductor or aot_eager"
         return super().validate()
 
+
+#: Inductor's optimisations that a ``torch._inductor.config`` switch turns off (name ->
+#: (config key, value that turns it off)); all on by default in torch 2.13
+#: (``torch/_inductor/config.py``). ``fusion`` is the scheduler's fusion of kernels
+#: (``max_fusion_size=1``: no kernel takes a second node).
+PASS_SWITCHES: dict[str, tuple[str, Any]] = {
+    "pattern_matcher": ("pattern_matcher", False),  # pre/post-grad FX rewrites (mm+add -> addmm, ...)
+    "joint_graph_constant_folding": ("joint_graph_constant_folding", False),
+    "split_cat_fx_passes": ("split_cat_fx_passes", False),
+    "batch_fusion": ("batch_fusion", False),
+    "split_reductions": ("split_reductions", False),
+    "reorder_for_locality": ("reorder_for_locality", False),
+    "epilogue_fusion": ("epilogue_fusion", False),
+    "loop_ordering_after_fusion": ("loop_ordering_after_fusion", False),
+    "shape_padding": ("shape_padding", False),
+    "comprehensive_padding": ("comprehensive_padding", False),
+    "fusion": ("max_fusion_size", 1),
+}
 
 #: ``torch.compile`` modes of ``--option inductor-cpu:mode=...`` ("reduce-overhead" is CUDA graphs only).
 _MODES = ("default", "max-autotune", "max-autotune-no-cudagraphs")
@@ -103,6 +126,8 @@ class InductorCpuTarget(TwoPathTarget):
     needs_torch: ClassVar[bool] = True
     #: TorchDynamo's ``aot_eager`` backend: the captured graph without Inductor.
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"backend": "aot_eager"}}
+    #: Inductor's optimisations are config switches, turned off by name (:data:`PASS_SWITCHES`).
+    pass_option: ClassVar[str] = "disable_config"
     native_framework: ClassVar[str] = "torch"
     table_module: ClassVar[str] = "compstack.translate.fx"
 
@@ -135,6 +160,32 @@ class InductorCpuTarget(TwoPathTarget):
                              "summary": f"Inductor {self.options.mode}: candidate kernels benchmarked at compile "
                                         "(the time is inside compile s)"}
         return out
+
+    def applied_passes(self, model: ir.Model) -> list[str]:
+        """The :data:`PASS_SWITCHES` that were on when ``model`` compiled, in pipeline
+        order (FX passes, then the scheduler's). Inductor keeps a record only of its
+        pattern matcher (``torch._dynamo.utils.counters["inductor"]["pattern_matcher_count"]``):
+        it is listed only when it rewrote something; the others are listed when switched on.
+        One compile, with Inductor's caches off (a cache hit runs no pass)."""
+        from torch._dynamo.utils import counters
+        from torch._inductor import config
+
+        counters["inductor"].clear()
+        with config.patch({"force_disable_caches": True}):
+            self.lower(model).compile()
+        hits = counters["inductor"].get("pattern_matcher_count", 0)
+        out = []
+        for name, (key, off) in PASS_SWITCHES.items():
+            if name in self.options.disable_config or getattr(config, key) == off:
+                continue
+            if name == "pattern_matcher" and not hits:
+                continue
+            out.append(name)
+        return out
+
+    def config_patches(self) -> dict[str, Any]:
+        """``torch._inductor.config`` values of ``disable_config`` (see :data:`PASS_SWITCHES`)."""
+        return {PASS_SWITCHES[n][0]: PASS_SWITCHES[n][1] for n in self.options.disable_config}
 
     @classmethod
     def apply_threads(cls, n: int) -> dict[str, Any]:
@@ -175,7 +226,7 @@ class InductorCpuTarget(TwoPathTarget):
 
         if isinstance(module, torch.nn.Module):
             module = module.to(self.torch_device).eval()
-        capture = _Capture()
+        capture = Capture()
         import torch._dynamo
 
         torch._dynamo.reset()
@@ -184,7 +235,7 @@ class InductorCpuTarget(TwoPathTarget):
         with torch.no_grad():
             optimized(*args, **kwargs)
         if capture.graph is None:  # nothing to compile: outputs are inputs or constants
-            stages: dict[str, Any] = {"fx": _NO_GRAPH}
+            stages: dict[str, Any] = {"fx": NO_GRAPH}
         else:
             stages = {"fx": lambda: capture.graph.print_readable(print_output=False)}
         return InductorLowered(self, model, stages, optimized, capture, pack, names, path)
@@ -211,198 +262,3 @@ class InductorCudaTarget(InductorCpuTarget):
         if not torch.cuda.is_available():
             return Availability(False, "no CUDA device visible to torch", base.versions)
         return base
-
-
-def _zeros_like_outputs(gm: Any) -> Any:
-    """Zeros shaped like ``gm``'s outputs (``meta["example_value"]``), or None when an
-    output's shape is not recorded."""
-    import torch
-
-    out = next(n for n in gm.graph.nodes if n.op == "output")
-    values = out.args[0] if isinstance(out.args[0], (tuple, list)) else (out.args[0],)
-    result = []
-    for v in values:
-        fake = v.meta.get("example_value") if hasattr(v, "meta") else None
-        if not isinstance(fake, torch.Tensor):
-            return None
-        result.append(torch.zeros(tuple(fake.shape), dtype=fake.dtype, device=fake.device))
-    return type(out.args[0])(result) if isinstance(out.args[0], (tuple, list)) else result[0]
-
-
-#: Stage text when TorchDynamo found no tensor computation to hand to Inductor.
-_NO_GRAPH = "(no graph: the program computes nothing TorchDynamo captures (outputs are inputs or constants); " \
-            "it runs as plain Python)\n"
-
-
-class _Capture:
-    """A TorchDynamo backend that records the graph and defers Inductor until
-    :meth:`compile` swaps in Inductor's compiled function.
-
-    The call that triggers the capture (in ``lower``) does not compute: it returns zeros
-    shaped like the graph's outputs (from the fake tensors TorchDynamo traced with), so
-    input values that would fail eagerly (an integer division by zero, an index out of
-    range) fail at ``run``, where they belong, not while capturing. Where the outputs'
-    shapes are unknown, the graph runs eagerly instead.
-    """
-
-    def __init__(self) -> None:
-        self.graph: Any = None
-        self.example_inputs: list[Any] = []
-        self.compiled: Any = None
-        self.count = 0
-
-    def __call__(self, gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
-        self.count += 1
-        self.graph, self.example_inputs = gm, list(example_inputs)
-
-        def run(*args: Any) -> Any:
-            if self.compiled is not None:
-                return self.compiled(*args)
-            placeholder = _zeros_like_outputs(self.graph)
-            return placeholder if placeholder is not None else self.graph(*args)
-
-        return run
-
-    def compile_aot_eager(self) -> tuple[list[str], list[str]]:
-        """TorchDynamo's ``aot_eager`` backend on the captured graph instead of Inductor."""
-        if self.graph is None:
-            return [_NO_GRAPH], [_NO_GRAPH]
-        import torch
-        from torch._dynamo.backends.registry import lookup_backend
-
-        with torch.no_grad():
-            self.compiled = lookup_backend("aot_eager")(self.graph, self.example_inputs)
-        note = "(backend=aot_eager: no Inductor code generation)\n"
-        return [note], [note]
-
-    def compile(self, record: bool, freezing: bool, mode: str = "default") -> tuple[list[str], list[str]]:
-        """Run Inductor on the captured graph; returns (post-grad graphs, output code).
-        Without a graph (a program with no tensor computation) there is nothing to do."""
-        if self.graph is None:
-            return [_NO_GRAPH], [_NO_GRAPH]
-        import torch
-        from torch._inductor import config
-        from torch._inductor.compile_fx import compile_fx
-        from torch._inductor.custom_graph_pass import CustomGraphPass
-        from torch._inductor.graph import GraphLowering
-
-        post: list[str] = []
-        codes: list[str] = []
-
-        class RecordPostGrad(CustomGraphPass):
-            def __call__(self, graph: Any) -> None:
-                post.append(str(graph))
-
-            def uuid(self) -> Any:
-                return "compstack-record-post-grad-1"  # a fixed uuid keeps the FX graph cache usable
-
-        from torch._inductor import list_mode_options
-
-        patches = {"post_grad_custom_post_pass": RecordPostGrad(), "freezing": freezing,
-                   **(list_mode_options(mode) if mode != "default" else {})}
-        if record:
-            patches["force_disable_caches"] = True
-        with config.patch(patches), mock.patch.object(GraphLowering, "save_output_code", codes.append), \
-                torch.no_grad():
-            self.compiled = compile_fx(self.graph, self.example_inputs)
-        return post, codes
-
-
-class InductorLowered(Lowered):
-    """The graph TorchDynamo captured, ready for Inductor."""
-
-    target: InductorCpuTarget
-
-    def __init__(self, target: InductorCpuTarget, model: ir.Model, stages: dict[str, Any], optimized: Any,
-                 capture: _Capture, pack: Callable[[list[Any]], Any], names: list[str], path: str) -> None:
-        super().__init__(target, model, stages)
-        self.optimized = optimized
-        self.capture = capture
-        self.pack = pack
-        self.names = names
-        self.path = path
-        #: Native path: positions (in ``names``) of the inputs the program mutates in place,
-        #: in the order of the graph's ``<input>@mutated`` outputs; they are compared too.
-        self.mutated = mutated_inputs(model, names) if path == "native" else []
-
-    def compile_impl(self) -> InductorCompiled:
-        target = self.target
-        if target.options.backend == "aot_eager":
-            post, codes = self.capture.compile_aot_eager()
-        else:
-            post, codes = self.capture.compile(target.record_stages, bool(target.options.freezing),
-                                               target.options.mode)
-        out = InductorCompiled(target, self.model, self)
-        cached = "(not recorded: Inductor's FX graph cache served this compile; `compstack lower` and " \
-                 "`compstack dump` compile with caches off)\n"
-        out.stages["post-grad"] = "\n".join(post) if post else cached
-        out.stages["output-code"] = "\n".join(codes) if codes else cached
-        out.output_code = "\n".join(codes)
-        return out
-
-    def compile_with_kernels(self) -> "InductorCompiled":
-        """Compile with Inductor's provenance tracking and kernel profiling on (see
-        :mod:`compstack.targets.inductor.kernels`)."""
-        from compstack.targets.inductor.kernels import compile_with_kernels
-
-        return compile_with_kernels(self)
-
-
-class InductorCompiled(Compiled):
-    """The ``torch.compile``'d program with Inductor's compiled graph in place."""
-
-    target: InductorCpuTarget
-
-    artifact_files = ("output_code.py",)
-
-    def __init__(self, target: InductorCpuTarget, model: ir.Model, lowered: InductorLowered) -> None:
-        super().__init__(target, model)
-        self.lowered = lowered
-        self.output_code = ""
-        self.run_command = ""
-
-    def _call(self, tensors: list[Any]) -> list[Any]:
-        import torch
-
-        from compstack.frontends.native import flatten_outputs
-
-        args, kwargs = self.lowered.pack(tensors)
-        with torch.no_grad():
-            outs = flatten_outputs(self.lowered.optimized(*args, **kwargs))
-        return outs + [tensors[i] for i in self.lowered.mutated]  # the inputs it changed in place, after the call
-
-    def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        import torch
-
-        tensors = [torch.from_numpy(np.array(x)).to(self.target.torch_device) for x in inputs]
-        return [o.detach().cpu().numpy() for o in self._call(tensors)]
-
-    def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
-        import torch
-
-        tensors = [torch.from_numpy(np.array(x)).to(self.target.torch_device) for x in inputs]
-        sync = torch.cuda.synchronize if self.target.torch_device == "cuda" else (lambda: None)
-
-        def once() -> Any:
-            out = self._call(tensors)
-            sync()
-            return out
-
-        return once
-
-    def kernels_impl(self) -> Any:
-        from compstack.targets.inductor.kernels import kernel_map
-
-        return kernel_map(self)
-
-    def profile_impl(self, inputs: list[list[np.ndarray]], warmup: int, runs: int) -> Any:
-        from compstack.targets.inductor.kernels import profile
-
-        return profile(self, inputs, warmup, runs)  # type: ignore[arg-type]
-
-    def save_impl(self, folder: Path) -> None:
-        path = folder / self.artifact_files[0]
-        if not self.output_code:
-            raise UnsupportedError(f"{self.target.name}: no output code was recorded (cache hit)")
-        path.write_text(self.output_code)
-        self.run_command = f"python {path}"

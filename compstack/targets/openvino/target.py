@@ -23,20 +23,17 @@ References: OpenVINO docs, "Inference Precision", "Query Device Properties",
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 import onnx_ir as ir
 
 from compstack.core import ir as cir
 from compstack.core import tools
-from compstack.core.errors import UnsupportedError
 from compstack.targets.base import (
     PLAIN_DTYPES,
     Availability,
@@ -45,6 +42,8 @@ from compstack.targets.base import (
     Target,
     TargetOptions,
 )
+from compstack.targets.openvino.errors import _first_line, _unsupported, ov_errors
+from compstack.targets.openvino.ports import c_order, port_order
 
 __all__ = ["OpenVinoCpuTarget", "OpenVinoOptions", "c_order", "core", "port_order"]
 
@@ -97,6 +96,8 @@ class OpenVinoCpuTarget(Target):
     """OpenVINO Runtime, CPU plugin, ONNX frontend."""
 
     name = "openvino-cpu"
+    custom_op_support = {"": "no: not wired; OpenVINO takes custom ops as C++ extensions (ov::op::Op subclass + "
+                             "ONNX frontend ConversionExtension, loaded with Core.add_extension)"}
     stack = "openvino"
     device = "cpu"
     description = "OpenVINO Runtime, CPU plugin (ONNX frontend)"
@@ -166,59 +167,16 @@ class OpenVinoCpuTarget(Target):
         return out
 
 
-#: The ONNX frontend's messages for ops it has no conversion rule for.
-_NO_RULE = re.compile(r"No conversion rule found for operations?:\s*(?P<ops>[^\n]+)")
-_NOT_SUPPORTED = re.compile(r"OpenVINO does not support the following ONNX operations?:\s*(?P<ops>[^\n]+)")
 
 
-def _unsupported(message: str, target: str, model: ir.Model | None = None) -> UnsupportedError | None:
-    """An UnsupportedError when the ONNX frontend refused ops it cannot convert.
-
-    The frontend names an op of another domain ``domain.Op``; with ``model`` given, it is
-    reported as ``domain::Op`` like every other target does.
-    """
-    found: list[str] = []
-    for pattern in (_NO_RULE, _NOT_SUPPORTED):
-        for m in pattern.finditer(message):
-            found += [op.strip().split("-")[0] for op in m.group("ops").split(",") if op.strip()]
-    if not found:
-        return None
-    keys = {}
-    if model is not None:
-        for node in model.graph:
-            key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
-            keys[f"{node.domain}.{node.op_type}" if node.domain else node.op_type] = key
-    ops = sorted({keys.get(op, op) for op in found})
-    return UnsupportedError(f"{target}: unsupported ops: {', '.join(ops)}", ops)
 
 
-def ov_message(exc: BaseException) -> str:
-    """OpenVINO's error on one line: its ``Exception from src/...:`` and
-    ``Check '...' failed at src/...:`` location lines dropped, the reasons kept."""
-    lines = [line.strip() for line in str(exc).splitlines()]
-    keep = [line for line in lines if line and not line.startswith("Exception from ")
-            and not _CHECK_AT.fullmatch(line)]
-    return " ".join(keep)[:600] or (lines[0] if lines else type(exc).__name__)
 
 
-_CHECK_AT = re.compile(r"Check '.*' failed at \S+:\d+:")
 
 
-@contextlib.contextmanager
-def ov_errors() -> Iterator[None]:
-    """Re-raise OpenVINO's own ``RuntimeError`` with :func:`ov_message` as its text
-    (other exceptions pass unchanged)."""
-    try:
-        yield
-    except RuntimeError as exc:
-        if "Exception from src/" not in str(exc):
-            raise
-        raise RuntimeError(f"openvino: {ov_message(exc)}") from exc
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
 class _OvLowered(Lowered):
@@ -326,52 +284,7 @@ class _OvCompiled(Compiled):
         return profile(self, inputs, warmup, runs)
 
 
-def c_order(a: np.ndarray) -> np.ndarray:
-    """``a`` in C order, keeping its rank (``np.ascontiguousarray`` makes 0-d arrays 1-d,
-    which OpenVINO then rejects for a scalar input)."""
-    return a if a.flags.c_contiguous else np.array(a, order="C")
 
 
-def _fits(port: Any, value: ir.Value) -> bool:
-    """Whether a compiled model's port can carry the graph value (same element type,
-    same rank, equal static dims); True when the graph does not say."""
-    if value.dtype is None or value.shape is None:
-        return True
-    try:
-        if np.dtype(port.get_element_type().to_dtype()) != np.dtype(value.dtype.numpy()):
-            return False
-    except (TypeError, ValueError, AttributeError):
-        return True  # a type one side cannot name: leave it to the name match
-    shape = port.get_partial_shape()
-    if shape.rank.is_dynamic:
-        return True
-    if len(shape) != len(value.shape):
-        return False
-    return all(not d.is_static or not isinstance(v, int) or d.get_length() == v for d, v in zip(shape, value.shape))
 
 
-def port_order(ports: Any, values: list[ir.Value], allow_missing: bool = False) -> list[int | None]:
-    """Index among the compiled model's ``ports`` (its inputs or outputs) of each graph
-    value, matched by tensor name, then by element type and shape among the ports left.
-
-    OpenVINO may rename a tensor (an ``Identity``/``Dropout`` input takes its output's
-    name) and drops a graph input no output depends on (Dropout's ``ratio`` at inference).
-
-    Args:
-        ports: ``CompiledModel.inputs`` or ``.outputs``.
-        values: the graph's inputs or outputs, in graph order.
-        allow_missing: a value with no port gets None (a dropped input).
-
-    Raises:
-        RuntimeError: a value has no port and ``allow_missing`` is False.
-    """
-    tensors = [set(p.get_names()) for p in ports]
-    order: list[int | None] = [next((i for i, t in enumerate(tensors) if v.name in t), None) for v in values]
-    for pos, v in enumerate(values):
-        if order[pos] is None:
-            left = [i for i in range(len(tensors)) if i not in order]
-            order[pos] = next((i for i in left if _fits(ports[i], v)), None)
-    if None in order and not allow_missing:
-        missing = ", ".join(v.name or "?" for v, i in zip(values, order) if i is None)
-        raise RuntimeError(f"openvino-cpu: the compiled model has no port for {missing}")
-    return order

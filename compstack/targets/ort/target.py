@@ -108,6 +108,9 @@ class OrtCpuTarget(Target):
     providers: ClassVar[tuple[str, ...]] = ("CPUExecutionProvider",)
 
     name = "ort-cpu"
+    custom_op_support = {"cpu": "yes: onnxruntime-extensions Python op calling the C kernel",
+                         "": "no: the op declares no CPU kernel"}
+    custom_op_needs = {"onnxruntime_extensions": "no: pip install onnxruntime-extensions (the onnxruntime wheel ships no C headers)"}  # noqa: E501
     stack = "onnxruntime"
     device = "cpu"
     description = "ONNX Runtime, CPU execution provider"
@@ -282,6 +285,7 @@ class OrtCudaTarget(OrtCpuTarget):
     """
 
     name = "ort-cuda"
+    custom_op_support = {"": "untested (no GPU here): the Python op would run on ORT's CPU execution provider"}
     device = "cuda"
     description = "ONNX Runtime, CUDA execution provider"
     providers = ("CUDAExecutionProvider", "CPUExecutionProvider")

@@ -107,6 +107,7 @@ class ReferenceTarget(Target):
     """``onnx.reference.ReferenceEvaluator``; runs everywhere, slow, exact to the spec."""
 
     name = "reference"
+    custom_op_support = {"": "yes: the NumPy reference through onnx.reference"}
     stack = "onnx-reference"
     device = "cpu"
     description = "ONNX reference evaluator (NumPy), float64 by default: the oracle"

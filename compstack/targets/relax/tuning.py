@@ -4,7 +4,9 @@ The steps of TVM's ``relax.pipeline.static_shape_tuning_pipeline`` without weigh
 prepacking: ``DecomposeOpsForInference``, ``zero_pipeline`` (legalize, fuse), MetaSchedule
 (``tune_relax``, what ``MetaScheduleTuneIRMod`` runs) into a JSON database under
 ``<cache root>/tvm-tuning/<key>/``, then ``MetaScheduleApplyDatabase``. A finished tuning
-writes ``done.json``; a later compile of the same module only applies the records.
+writes the store's manifest (``meta.json``: sizes and SHA-256 of both databases, kind
+``tvm-tuning`` of :mod:`compstack.core.store`); a later compile of the same module only
+applies the records, after they verify.
 """
 
 from __future__ import annotations
@@ -18,40 +20,46 @@ if TYPE_CHECKING:
 __all__ = ["tune", "metaschedule_problem", "TUNE_BUILD_TIMEOUT_S", "TUNE_RUN_TIMEOUT_S"]
 
 
-def _tuning_dir(mod: Any, target: TvmLlvmTarget) -> tuple[Path, bool]:
-    """``(folder, kept)``: the MetaSchedule work folder for ``mod`` under the cache root
-    (``kept``), or a scratch folder when there is no cache (``--no-cache``)."""
-    import hashlib
-    import json
+def _tuning_dir(mod: Any, target: TvmLlvmTarget) -> tuple[Path, bool, dict[str, Any] | None]:
+    """``(folder, kept, meta)``: the MetaSchedule work folder for ``mod``, the store entry
+    of kind ``tvm-tuning`` (``kept``; :class:`compstack.core.store.Store`), or a scratch
+    folder when there is no cache (``--no-cache``). ``meta`` is the manifest of a
+    finished tuning whose record files verify (sizes and SHA-256), else None: an
+    unfinished or altered folder is emptied and tuned again."""
+    import shutil
     import tempfile
 
     import tvm
     import tvm_ffi
 
-    key = hashlib.sha256(json.dumps([str(tvm_ffi.structural_hash(mod)), target.target_dict(),
-                                     target.options.tune_trials, target.options.opt_level, tvm.__version__],
-                                    sort_keys=True).encode()).hexdigest()[:16]
+    from compstack.core.store import Store, key
+
     if target.cache_root is None:
-        return Path(tempfile.mkdtemp(prefix="compstack-tvm-tune-")), False
-    folder = target.cache_root / "tvm-tuning" / key
+        return Path(tempfile.mkdtemp(prefix="compstack-tvm-tune-")), False, None
+    k = key("tvm-tuning", {"mod": str(tvm_ffi.structural_hash(mod)), "target": target.target_dict(),
+                           "trials": target.options.tune_trials, "opt_level": target.options.opt_level},
+            {"tvm": tvm.__version__}, digits=16)
+    store = Store(target.cache_root)
+    folder = store.entry("tvm-tuning", k)
+    meta = store.verify("tvm-tuning", k)
+    if meta is None and folder.exists():
+        shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
-    return folder, True
+    return folder, True, meta
 
 
 def tune(mod: Any, tvm_target: Any, target: TvmLlvmTarget) -> tuple[Any, dict[str, Any]]:
     """The steps of ``relax.pipeline.static_shape_tuning_pipeline`` (without weight
     prepacking, which changes the VM's interface): tune with MetaSchedule unless the
-    work folder holds finished records for this module (``done.json``), then apply
+    work folder holds finished, verified records for this module (its manifest), then apply
     the database. Returns the module and what was done (for ``flags["tuning"]``)."""
-    import json
 
     import tvm
     from tvm.relax import transform
     from tvm.relax.pipeline import zero_pipeline
 
-    folder, kept = _tuning_dir(mod, target)
-    done = folder / "done.json"
-    reuse = done.is_file()
+    folder, kept, meta = _tuning_dir(mod, target)
+    reuse = meta is not None
     problem = metaschedule_problem()
     if problem:
         from compstack.core.errors import UnsupportedError
@@ -67,7 +75,12 @@ def tune(mod: Any, tvm_target: Any, target: TvmLlvmTarget) -> tuple[Any, dict[st
     records = _count_lines(folder / "database_tuning_record.json")
     tasks = _count_lines(folder / "database_workload.json")
     if kept and not reuse and records:
-        done.write_text(json.dumps({"trials_per_task": trials, "records": records, "tasks": tasks}))
+        from compstack.core.integrity import write_manifest
+
+        # the folder is MetaSchedule's work folder (built in place, like the kernel
+        # library): the manifest over its two databases, written last, publishes it
+        write_manifest(folder, [folder / "database_tuning_record.json", folder / "database_workload.json"],
+                       {"trials_per_task": trials, "records": records, "tasks": tasks})
     how = "reused the records of an earlier tuning (no trials run)" if reuse else f"tuned {trials} trials per task"
     if not records:
         how += f"; no records: every candidate failed to build or run (logs in {folder / 'logs'})"

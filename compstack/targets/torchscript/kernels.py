@@ -268,7 +268,7 @@ def _folded_batch_norms(kernels: list[Kernel], index: GraphIndex) -> None:
 
 
 def kernel_map(compiled: Any) -> KernelMap:
-    """The :class:`KernelMap` of a :class:`~compstack.targets.torchscript.target.TorchScriptCompiled`.
+    """The :class:`KernelMap` of a :class:`~compstack.targets.torchscript.stages.TorchScriptCompiled`.
 
     Raises:
         NotImplementedError: the artifact was loaded from the cache (no FX module or

@@ -87,6 +87,8 @@ class TensorRTTarget(Target):
     """NVIDIA TensorRT on a CUDA GPU (ONNX parser, engine built for the local GPU)."""
 
     name = "tensorrt"
+    custom_op_support = {"cuda": "no here: plugin source in csrc/tensorrt, built by CMake where TensorRT's headers "
+                                 "(NvInfer.h) are found"}
     stack = "tensorrt"
     device = "cuda"
     description = "NVIDIA TensorRT engine (ONNX parser), CUDA"

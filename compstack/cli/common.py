@@ -1,0 +1,133 @@
+"""Helpers every command module shares: flag parsing into typed options, the model loader
+with the process's own memory guard, writable-path checks, the exit rule of compare/run."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from compstack.core.errors import UserError
+
+if TYPE_CHECKING:
+    from compstack.cli.options import ModelFlags, RunFlags
+    from compstack.core.ir import SourceModel
+    from compstack.run.session import CompareOptions
+
+__all__ = ["BAD", "check_writable_file", "compare_options", "exit_for", "load_source", "memory_limit",
+           "parse_target_options", "probe_dir", "resolve_one", "target_options", "writable_dir"]
+
+#: Statuses that make ``compare``/``run`` exit 1: the stack ran and was wrong, or broke.
+BAD = ("mismatch", "failed", "crashed", "timeout", "oom")
+
+
+def parse_target_options(items: Sequence[str]) -> dict[str, dict[str, str]]:
+    """``--option TARGET:KEY=VALUE`` items -> ``{target: {key: value}}`` (not validated).
+
+    Raises:
+        UserError: an item not of that form.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        target, sep, kv = item.partition(":")
+        key, eq, value = kv.partition("=")
+        if not sep or not eq or not key:
+            raise UserError(f"--option {item}: expected TARGET:KEY=VALUE (e.g. ort-cpu:opt_level=basic)")
+        out.setdefault(target, {})[key] = value
+    return out
+
+
+def target_options(items: Sequence[str]) -> dict[str, dict[str, str]]:
+    """:func:`parse_target_options`, then validated against each target's ``Options``.
+
+    Raises:
+        UserError: bad form, unknown target, option or value.
+    """
+    from compstack.api import validate_target_options
+
+    opts = parse_target_options(items)
+    validate_target_options(opts)
+    return opts
+
+
+def memory_limit(value: int | None) -> int:
+    """``--memory-limit`` in MiB; None -> 75 % of RAM."""
+    from compstack.api import default_memory_mb
+
+    return default_memory_mb() if value is None else value
+
+
+def load_source(model: str, cache_dir: str | None, timeout: float = 900.0, memory_mb: int | None = None,
+                partial: bool = False) -> SourceModel:
+    """Import MODEL; a ``file.py:function`` runs in a worker under ``--timeout``/``--memory-limit``,
+    and this process is held to ``--memory-limit`` from here on (:mod:`compstack.core.memlimit`).
+    ``partial``: a JAX program without a common IR still imports (its native path runs).
+
+    Raises:
+        UserError: see :func:`compstack.api.load_model`.
+    """
+    from compstack.api import load_model
+    from compstack.core.memlimit import guard_own_memory
+
+    guard_own_memory(memory_limit(memory_mb), f"working on {model}")
+    return load_model(model, cache_dir=cache_dir, timeout_s=timeout, memory_mb=memory_limit(memory_mb),
+                      partial=partial)
+
+
+def probe_dir(folder: Path, message: str) -> Path:
+    """Create ``folder`` and write a probe file in it; UserError ``message (why)`` if that fails."""
+    from compstack.core.integrity import probe_dir as probe
+
+    return probe(folder, message)
+
+
+def check_writable_file(path: str | None, flag: str) -> None:
+    """One-line UserError when the folder that will hold ``path`` cannot be written."""
+    if path:
+        probe_dir(Path(path).resolve().parent, f"{flag} {path}: folder not writable")
+
+
+def writable_dir(path: str) -> Path:
+    """``-o DIR`` created and probed; UserError naming ``-o`` when it cannot be written."""
+    return probe_dir(Path(path), f"-o {path}: output folder not writable")
+
+
+def resolve_one(target: str) -> str:
+    """``--target NAME``: exactly one target (UserError otherwise)."""
+    from compstack.api import resolve_target
+
+    return resolve_target(target)
+
+
+def compare_options(targets: list[str], model: ModelFlags, run: RunFlags) -> CompareOptions:
+    """The typed :class:`~compstack.run.session.CompareOptions` of compare/run/sweep flags.
+
+    Raises:
+        UserError: bad ``--option``, ``--inputs``, ``--val-range`` or ``--input-shape``.
+    """
+    from compstack.core.inputs import load_npz, parse_shapes, parse_val_ranges
+    from compstack.core.latency import LatencyConfig
+    from compstack.run.runner import Limits
+    from compstack.run.session import CompareOptions
+
+    topts = target_options(model.target_opts)
+    latency = None if run.no_latency else LatencyConfig(
+        warmup=run.warmup, min_runs=run.min_runs, min_time_s=run.min_time)
+    return CompareOptions(
+        targets=targets, seed=model.seed,
+        inputs=load_npz(model.inputs_file) if model.inputs_file else None,
+        val_ranges=parse_val_ranges(model.val_ranges), shapes=parse_shapes(model.input_shapes),
+        rtol=run.rtol, atol=run.atol, latency=latency,
+        limits=Limits(timeout_s=run.timeout, memory_mb=memory_limit(run.memory_limit)),
+        cache=not run.no_cache, reference=run.reference, target_options=topts, opset=model.opset,
+        threads=run.threads,
+    )
+
+
+def exit_for(report: Any) -> None:
+    """Exit 1 when a row is mismatch/failed/crashed/timeout/oom, or its stack failed
+    while timing (``latency_error``; unavailable and unsupported are facts about the
+    machine or the stack, not failures)."""
+    if any(r.status in BAD or r.latency_error for r in report.results):
+        sys.exit(1)

@@ -1,0 +1,43 @@
+"""``compstack zoo`` and ``compstack frontends``: where models come from."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from compstack.cli.options import cache_dir_option, json_option
+
+__all__ = ["frontends", "zoo"]
+
+
+@click.command()
+@json_option()
+def frontends(as_json: bool) -> None:
+    """List the frontends (onnx, torch, jax, tf, paddle, mindspore): available or not, why, versions."""
+    from compstack.frontends.registry import frontend_rows
+    from compstack.report.tables import print_frontends
+
+    rows = [r.to_dict() for r in frontend_rows()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+    else:
+        print_frontends(rows)
+
+
+@click.command()
+@json_option()
+@cache_dir_option("Cache folder (zoo exports are cached).")
+def zoo(as_json: bool, cache_dir: str | None) -> None:
+    """List the zoo models with their node and parameter counts (TensorFlow, Paddle and MindSpore
+    models only where that framework is available: see `compstack frontends`)."""
+    from compstack.core.config import settings
+    from compstack.frontends import zoo as zoo_mod
+    from compstack.report.tables import print_zoo
+
+    root = settings(cache_dir=cache_dir).cache_dir
+    rows = [{"name": f"zoo:{n}", **zoo_mod.info(n, cache_dir=root)} for n in zoo_mod.names(available_only=True)]
+    if as_json:
+        click.echo(json.dumps(rows, indent=1, default=str))
+    else:
+        print_zoo(rows)

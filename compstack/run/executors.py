@@ -1,0 +1,361 @@
+"""Executors: where a job runs. One interface, three kinds, one set of status words.
+
+Every executor takes a :class:`~compstack.run.jobs.Job` and :class:`Limits` and returns
+its :class:`~compstack.run.jobs.JobOutcome`; it never raises for the stack's sake.
+
+* :class:`InlineExecutor` (``inline``): in this process (tests, debugging,
+  ``--no-isolate``). No limits: a crash is this process's.
+* :class:`ProcessExecutor` (``process``): a fresh worker process per job
+  (``python -P -m compstack.run.worker JOB.json``, its own session): most isolation.
+* :class:`PoolExecutor` (``pool``): long-lived workers (``--serve``), one set per target
+  (and thread count, custom-op origins), reused across jobs, so a stack's import is paid
+  once; a worker is restarted after a crash, hang or memory overrun.
+
+Status words, the same for every isolating executor: past ``Limits.timeout_s`` (wall
+clock) the worker's process group is killed and the job is ``timeout``; when the
+resident memory of the worker and its children passes ``Limits.memory_mb`` it is killed
+and the job is ``oom``; a worker that dies by a signal, exits without a result or leaves
+an unreadable one is ``crashed``. Each names the last stage the worker reported.
+
+A distributed executor is one more subclass of :class:`Executor`: jobs are JSON, so a
+cluster task rebuilds them on its node and runs them on a local executor there
+(:func:`compstack.sweep._ray.ray_job_task` runs :class:`ProcessExecutor`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compstack.core.procs import child_kwargs, kill_group, python_module_argv, run_tempdir, tree_rss_bytes
+from compstack.run.jobs import Job, JobOutcome
+
+__all__ = ["Executor", "InlineExecutor", "Limits", "PoolExecutor", "ProcessExecutor", "EXECUTORS",
+           "make_executor", "open_executor", "LOST"]
+
+#: Statuses an executor gives a job whose worker it lost (killed or died).
+LOST = ("crashed", "timeout", "oom")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-job limits.
+
+    Attributes:
+        timeout_s: wall-clock seconds for the whole job (import to latency).
+        memory_mb: resident memory of the worker and its children, in MiB (0 = none).
+    """
+
+    timeout_s: float = 900.0
+    memory_mb: int = 0
+
+
+class Executor:
+    """Runs jobs; see the module docstring. Use as a context manager, or call
+    :meth:`close` when done (pool workers are killed then)."""
+
+    name = ""
+
+    def run(self, job: Job, limits: Limits = Limits()) -> JobOutcome:
+        """Run ``job`` under ``limits``; never raises for the stack's sake.
+
+        Returns:
+            The worker's outcome, or one with status ``timeout``, ``oom`` or ``crashed``.
+        """
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release workers (nothing for most executors)."""
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _prepare(job: Job) -> Path:
+    """Create the job folder, write ``job.json``, drop a stale result and progress."""
+    workdir = Path(job.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    job_file = workdir / "job.json"
+    job.save(job_file)
+    for stale in (job.result_path, job.progress_path):
+        stale.unlink(missing_ok=True)
+    return job_file
+
+
+def _last_stage(job: Job) -> str:
+    try:
+        lines = job.progress_path.read_text().strip().splitlines()
+        return lines[-1].split()[1] if lines else "import"
+    except OSError:
+        return "import"
+
+
+def _log_tail(path: Path, n: int = 30, start: int = 0) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
+def _lost(job: Job, status: str, limits: Limits, log: str, peak_mb: float = 0.0,
+          returncode: int | None = None) -> JobOutcome:
+    """The outcome of a job whose worker was killed (``timeout``, ``oom``) or died."""
+    stage = _last_stage(job)
+    if status == "timeout":
+        error = f"killed after {limits.timeout_s:g} s wall-clock limit (in stage {stage})"
+    elif status == "oom":
+        error = (f"killed: resident memory {peak_mb:.0f} MiB passed the {limits.memory_mb} MiB limit "
+                 f"(in stage {stage})")
+    elif returncode is not None and returncode < 0:
+        sig = signal.Signals(-returncode).name
+        hint = " (possibly the kernel's OOM killer)" if -returncode == signal.SIGKILL else ""
+        error = f"worker died by {sig}{hint} in stage {stage}"
+    else:
+        error = f"worker exited with status {returncode} without a result in stage {stage}"
+    return JobOutcome(target=job.target, status=status, stage=stage, error=error, log=log)
+
+
+def _read_result(job: Job, log: str) -> JobOutcome | None:
+    """The worker's ``result.json`` (None when there is none); a torn or foreign one is
+    ``crashed``."""
+    if not job.result_path.exists():
+        return None
+    try:
+        return JobOutcome.from_json(json.loads(job.result_path.read_text()))
+    except (OSError, ValueError, TypeError) as exc:  # torn or foreign: the worker did not finish it
+        return JobOutcome(target=job.target, status="crashed", stage=_last_stage(job),
+                          error=f"worker left an unreadable result ({type(exc).__name__}) in stage "
+                                f"{_last_stage(job)}", log=log)
+
+
+def _worker_env(threads: int) -> dict[str, str]:
+    from compstack.core.threads import thread_env
+
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(thread_env(threads))  # read once by OpenMP/BLAS/TVM runtimes at start-up
+    return env
+
+
+class InlineExecutor(Executor):
+    """In this process: no isolation and no limits (a crash or hang is this process's)."""
+
+    name = "inline"
+
+    def run(self, job: Job, limits: Limits = Limits()) -> JobOutcome:
+        from compstack.run.worker import execute
+
+        Path(job.workdir).mkdir(parents=True, exist_ok=True)
+        return execute(job)
+
+
+class ProcessExecutor(Executor):
+    """A fresh worker process per job (see the module docstring).
+
+    Args:
+        poll_s: how often the worker's time and memory are checked, seconds.
+    """
+
+    name = "process"
+
+    def __init__(self, poll_s: float = 0.05) -> None:
+        self.poll_s = poll_s
+
+    def run(self, job: Job, limits: Limits = Limits()) -> JobOutcome:
+        job_file = _prepare(job)
+        log_path = Path(job.workdir) / "worker.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(python_module_argv("compstack.run.worker", str(job_file)),
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=_worker_env(job.threads), **child_kwargs())
+            t0 = time.monotonic()
+            killed = ""
+            peak = 0
+            limit_bytes = limits.memory_mb * 2**20
+            try:
+                while proc.poll() is None:
+                    if time.monotonic() - t0 > limits.timeout_s:
+                        killed = "timeout"
+                    elif limit_bytes:
+                        rss = tree_rss_bytes(proc.pid)
+                        peak = max(peak, rss)
+                        if rss > limit_bytes:
+                            killed = "oom"
+                    if killed:
+                        kill_group(proc)
+                        break
+                    time.sleep(self.poll_s)
+            except BaseException:  # Ctrl-C or a bug here: never leave a worker behind
+                kill_group(proc)
+                proc.wait()
+                raise
+            proc.wait()
+        if killed:
+            return _lost(job, killed, limits, _log_tail(log_path), peak / 2**20)
+        kill_group(proc)  # leftovers of a finished worker (e.g. a compiler it spawned)
+        result = _read_result(job, _log_tail(log_path))
+        if result is not None:
+            return result
+        return _lost(job, "crashed", limits, _log_tail(log_path), returncode=proc.returncode)
+
+
+#: Seconds a pool worker may take to import its target class and say ``ready``.
+POOL_START_TIMEOUT_S = 120.0
+
+
+class PoolExecutor(Executor):
+    """Long-lived workers, one set per (target class, threads, custom-op origins, source
+    file); thread-safe: concurrent jobs of one target get one worker each.
+
+    Args:
+        start_timeout_s: seconds a worker may take to start (:data:`POOL_START_TIMEOUT_S`).
+        poll_s: how often a busy worker's memory is sampled, seconds.
+    """
+
+    name = "pool"
+
+    def __init__(self, start_timeout_s: float = POOL_START_TIMEOUT_S, poll_s: float = 0.05) -> None:
+        self.start_timeout_s = start_timeout_s
+        self.poll_s = poll_s
+        self._idle: dict[tuple[Any, ...], list[Any]] = {}
+        self._all: list[Any] = []
+        self._lock = threading.Lock()
+        self._work: Path | None = None
+        self.restarts = 0
+
+    @staticmethod
+    def _key(job: Job) -> tuple[Any, ...]:
+        # a user's file source is imported into the worker: keep it to its own workers
+        own = job.source if job.source and not job.source.startswith("zoo:") else ""
+        return (job.target_ref, job.threads, tuple(job.op_origins), own)
+
+    def _checkout(self, job: Job) -> Any:
+        from compstack.run.pool import WorkerProcess
+
+        key = self._key(job)
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            if idle:
+                return idle.pop()
+            if self._work is None:
+                self._work = run_tempdir("compstack-pool-")
+            n = len(self._all)
+            spec = self._work / f"spec{n}.json"
+            spec.write_text(json.dumps({"target_ref": job.target_ref}))
+            from compstack.core.threads import thread_env
+
+            w = WorkerProcess(spec, self._work / f"worker{n}.log", module="compstack.run.worker",
+                              env={"PYTHONUNBUFFERED": "1", **thread_env(job.threads)},
+                              args=["--serve", str(spec)])
+            w.key = key  # type: ignore[attr-defined]
+            self._all.append(w)
+            return w
+
+    def _checkin(self, w: Any) -> None:
+        with self._lock:
+            self._idle.setdefault(w.key, []).append(w)
+
+    def ready(self, job: Job) -> dict[str, Any]:
+        """The ``ready`` message of a worker for ``job``'s target (``versions``,
+        ``available``, ``reason``), starting one; ``start_error`` (with the last line of
+        its log) when it died or hung while starting."""
+        w = self._checkout(job)
+        try:
+            if w.proc is None:
+                w.start(self.start_timeout_s)
+            return dict(w.ready)
+        except RuntimeError as exc:
+            why = f"{exc}: {_log_tail(w.log_path, 1).strip()[:300]}".rstrip(": ")
+            return {"available": True, "versions": {}, "start_error": why}
+        finally:
+            self._checkin(w)
+
+    def run(self, job: Job, limits: Limits = Limits()) -> JobOutcome:
+        job_file = _prepare(job)
+        w = self._checkout(job)
+        try:
+            start = w.log_path.stat().st_size if w.log_path.exists() else 0
+            reply = w.request(str(job_file), limits.timeout_s, limits.memory_mb, self.start_timeout_s, self.poll_s)
+            log = _log_tail(w.log_path, start=start)
+            if reply.status == "ok":
+                result = _read_result(job, log)
+                if result is not None:
+                    return result
+                return _lost(job, "crashed", limits, log, returncode=None)
+            self.restarts += 1
+            if reply.start_failed:
+                return JobOutcome(target=job.target, status="crashed", stage="import",
+                                  error=f"{reply.error}: {_log_tail(w.log_path, 1).strip()[:300]}", log=log)
+            if reply.status == "crashed":
+                result = _read_result(job, log)  # a worker that died after writing (or tearing) it
+                if result is not None:
+                    return result
+            return _lost(job, reply.status, limits, log, reply.peak_mb, reply.returncode)
+        finally:
+            self._checkin(w)
+
+    def close(self) -> None:
+        import shutil
+
+        with self._lock:
+            for w in self._all:
+                w.kill()
+            self._all.clear()
+            self._idle.clear()
+            if self._work is not None:
+                shutil.rmtree(self._work, ignore_errors=True)
+                self._work = None
+
+
+#: Executor name -> class.
+EXECUTORS: dict[str, type[Executor]] = {"inline": InlineExecutor, "process": ProcessExecutor, "pool": PoolExecutor}
+
+
+def make_executor(name: str) -> Executor:
+    """A new executor by name (:data:`EXECUTORS`).
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    if name not in EXECUTORS:
+        raise ValueError(f"unknown executor '{name}' (known: {', '.join(EXECUTORS)})")
+    return EXECUTORS[name]()
+
+
+def open_executor(choice: "str | Executor", isolate: bool = True) -> tuple[Executor, bool]:
+    """The executor a command runs its jobs on, and whether the command owns it (and so
+    closes it when done).
+
+    Args:
+        choice: an :class:`Executor` (the caller's: reused across commands, not closed
+            here), an executor name, or ``""`` for the default: ``inline`` when
+            ``isolate`` is False (``--no-isolate``), else the ``COMPSTACK_EXECUTOR``
+            environment variable when set (``process`` or ``pool``), else ``process``.
+        isolate: False asks for ``inline`` when ``choice`` is ``""``.
+
+    Raises:
+        ValueError: an unknown executor name.
+    """
+    if isinstance(choice, Executor):
+        return choice, False
+    if not choice:
+        choice = (os.environ.get("COMPSTACK_EXECUTOR", "") or "process") if isolate else "inline"
+    try:
+        return make_executor(choice), True
+    except ValueError as exc:
+        if choice == os.environ.get("COMPSTACK_EXECUTOR"):
+            raise ValueError(f"COMPSTACK_EXECUTOR: {exc}") from None
+        raise

@@ -1,0 +1,166 @@
+"""Task ``compare`` (also ``lower -o``): lower → compile (or the cached artifact) → run →
+latency in the worker; the comparison against the reference happens in the parent
+(:mod:`compstack.run.session`). Results: the ``JobOutcome`` fields (``lower_s``,
+``compile_s``, ``latency``, ``cached``...), the outputs in ``job.outputs_path``.
+"""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from compstack.core.errors import UnavailableError, UnsupportedError, UserError
+from compstack.run.jobs import (
+    Job,
+    JobOutcome,
+    _first_line,
+    _pending_stage,
+    load_job_model,
+    load_sets,
+    record_thread_use,
+    write_stages,
+)
+
+__all__ = ["run"]
+
+_load_sets = load_sets
+
+
+def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None], avail: Any) -> None:
+    """lower → compile (or the cached artifact) → run → latency; ``lower -o`` writes
+    stages and the artifact instead of running. A stack's exception propagates to
+    :func:`compstack.run.worker.execute`, which makes it the outcome; the outputs of
+    input set 0 go to ``job.outputs_path`` (``.npz``, :func:`compstack.core.inputs.encode_arrays`)."""
+    model = load_job_model(job, target, outcome)
+    from compstack.core.latency import LatencyConfig, measure
+    from compstack.core.store import ArtifactCache, cache_key
+
+    inputs = _load_sets(job.inputs_path)
+    _check_dtypes(target, inputs[0] if inputs else {})
+    if job.stages_dir:
+        target.record_stages = True
+    cacheable = job.cache_dir and target.cacheable and target.native is None
+    cache = ArtifactCache(Path(job.cache_dir) / "artifacts") if cacheable and job.cache_dir else None
+    key = cache_key(job.fingerprint, job.target, target.options.to_dict(), outcome.versions)
+    compiled = None
+    if cache is not None and job.stages_dir is None:
+        compiled = _from_cache(cache, target, key, model, outcome)
+    if compiled is None:
+        stage("lower")
+        lowered = target.lower(model)
+        outcome.lower_s = lowered.lower_s
+        if job.stages_dir:
+            _write_all(lowered, Path(job.stages_dir), outcome)
+        stage("compile")
+        try:
+            compiled = lowered.compile()
+        except Exception:
+            outcome.extra["failed_stage"] = "compile"
+            raise
+        outcome.compile_s = compiled.compile_s
+        _record_tuning(outcome, compiled)
+        if job.stages_dir:
+            _write_all(lowered, Path(job.stages_dir), outcome, compiled)
+        if cache is not None:
+            _to_cache(cache, target, key, compiled, job, outcome)
+    if job.artifact_dir:
+        outcome.artifacts = [str(p) for p in compiled.save(Path(job.artifact_dir))]
+    if getattr(compiled, "run_command", None):
+        outcome.extra["run_command"] = compiled.run_command
+    if not job.run:
+        return
+    stage("run")
+    if not avail.runs:
+        raise UnavailableError(f"compiled; cannot run here: {avail.run_reason}")
+    outputs = compiled.run(inputs[0])
+    from compstack.core.inputs import encode_arrays
+
+    np.savez(job.outputs_path, **encode_arrays(outputs))  # type: ignore[arg-type]  # numpy stubs: ** may bind allow_pickle
+    if job.latency is not None and not getattr(target, "measures_latency", True):
+        outcome.extra.setdefault("notes", []).append(
+            "no latency: each run starts the framework's own process (seconds of import, not the model's time)")
+    elif job.latency is not None:
+        stage("latency")
+        try:
+            calls = [compiled.prepare(s) for s in inputs]
+            outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()
+            record_thread_use(outcome, outcome.latency)
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the stack failed while timing: the outputs above still count
+            outcome.extra["latency_error"] = _first_line(exc)
+            outcome.log = traceback.format_exc()
+
+
+def _record_tuning(outcome: JobOutcome, compiled: Any) -> None:
+    """Auto-tuning done inside the compile (``Compiled.tuning``): its time apart from
+    the compile time, in ``flags["tuning"]``."""
+    tuning = getattr(compiled, "tuning", None)
+    if tuning:
+        outcome.flags["tuning"] = {**outcome.flags.get("tuning", {}), **tuning, "tune_s": compiled.tune_s}
+        if "records" in tuning:  # tuning that produced no records applied nothing
+            outcome.flags["tuned"] = tuning["records"] > 0
+
+
+def _check_dtypes(target: Any, arrays: dict[str, np.ndarray]) -> None:
+    """An input dtype the target does not take (``Target.supported_dtypes``) makes the
+    row ``unsupported``, naming the input, rather than a crash inside the stack."""
+    for name, arr in arrays.items():
+        dtype = "object" if arr.dtype == object else arr.dtype.name
+        if dtype not in target.supported_dtypes:
+            raise UnsupportedError(f"{target.name}: input '{name}' is {dtype}, which this target does not take")
+
+
+def _from_cache(cache: Any, target: Any, key: str, model: Any, outcome: JobOutcome) -> Any:
+    entry, note = cache.lookup(target.name, key)
+    outcome.cache_note = note
+    if entry is None:
+        return None
+    try:
+        compiled = target.load_compiled(entry.folder, model)
+    except Exception as exc:  # noqa: BLE001 - an unloadable entry is rebuilt
+        cache.evict(target.name, key)
+        outcome.cache_note = f"cache entry {entry.folder} did not load ({_first_line(exc)}); rebuilt"
+        return None
+    outcome.cached = True
+    outcome.compile_s = entry.meta.get("compile_s")
+    outcome.lower_s = entry.meta.get("lower_s")
+    if entry.meta.get("tuning"):
+        outcome.flags["tuning"] = {**entry.meta["tuning"], "from_cache": True}
+    return compiled
+
+
+def _to_cache(cache: Any, target: Any, key: str, compiled: Any, job: Job, outcome: JobOutcome) -> None:
+    """Publish the artifact; a store that cannot be written (full disk, read-only
+    folder) is a note on the row, never its status: the compile itself succeeded."""
+    try:
+        staging = cache.staging(target.name)
+    except OSError as exc:
+        outcome.cache_note = f"artifact not cached: {exc.strerror or exc}"
+        return
+    try:
+        files = compiled.save(staging)
+        cache.publish(staging, target.name, key, files,
+                      {"target": target.name, "fingerprint": job.fingerprint, "compile_s": compiled.compile_s,
+                       "flags": target.flags(),
+                       "tuning": {**getattr(compiled, "tuning", {}), "tune_s": compiled.tune_s}
+                       if getattr(compiled, "tuning", None) else None})
+    except OSError as exc:
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
+        outcome.cache_note = f"artifact not cached: {exc.strerror or exc}"
+
+
+def _write_all(lowered: Any, folder: Path, outcome: JobOutcome, compiled: Any = None) -> None:
+    """:func:`write_stages` into ``outcome.stages``; a stage whose text fails (IREE makes
+    each phase on demand) is named in ``outcome.extra["failed_stage"]``, and the stages
+    written before it stay listed."""
+    try:
+        write_stages(lowered, folder, outcome.stages, compiled)
+    except Exception:
+        outcome.extra["failed_stage"] = _pending_stage(lowered, outcome.stages, compiled)
+        raise

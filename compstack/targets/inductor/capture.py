@@ -1,0 +1,112 @@
+"""The seam of the Inductor targets' split ``torch.compile``: a TorchDynamo backend that
+records the graph in ``lower`` and runs Inductor's ``compile_fx`` on it in ``compile``
+(moved out of :mod:`compstack.targets.inductor.target`; see its docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from unittest import mock
+
+__all__ = ["NO_GRAPH", "Capture"]
+
+
+def _zeros_like_outputs(gm: Any) -> Any:
+    """Zeros shaped like ``gm``'s outputs (``meta["example_value"]``), or None when an
+    output's shape is not recorded."""
+    import torch
+
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    values = out.args[0] if isinstance(out.args[0], (tuple, list)) else (out.args[0],)
+    result = []
+    for v in values:
+        fake = v.meta.get("example_value") if hasattr(v, "meta") else None
+        if not isinstance(fake, torch.Tensor):
+            return None
+        result.append(torch.zeros(tuple(fake.shape), dtype=fake.dtype, device=fake.device))
+    return type(out.args[0])(result) if isinstance(out.args[0], (tuple, list)) else result[0]
+
+
+#: Stage text when TorchDynamo found no tensor computation to hand to Inductor.
+NO_GRAPH = "(no graph: the program computes nothing TorchDynamo captures (outputs are inputs or constants); " \
+            "it runs as plain Python)\n"
+
+
+class Capture:
+    """A TorchDynamo backend that records the graph and defers Inductor until
+    :meth:`compile` swaps in Inductor's compiled function.
+
+    The call that triggers the capture (in ``lower``) does not compute: it returns zeros
+    shaped like the graph's outputs (from the fake tensors TorchDynamo traced with), so
+    input values that would fail eagerly (an integer division by zero, an index out of
+    range) fail at ``run``, where they belong, not while capturing. Where the outputs'
+    shapes are unknown, the graph runs eagerly instead.
+    """
+
+    def __init__(self) -> None:
+        self.graph: Any = None
+        self.example_inputs: list[Any] = []
+        self.compiled: Any = None
+        self.count = 0
+
+    def __call__(self, gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
+        self.count += 1
+        self.graph, self.example_inputs = gm, list(example_inputs)
+        import torch._guards
+
+        self.tracing_context = torch._guards.TracingContext.try_get()
+
+        def run(*args: Any) -> Any:
+            if self.compiled is not None:
+                return self.compiled(*args)
+            placeholder = _zeros_like_outputs(self.graph)
+            return placeholder if placeholder is not None else self.graph(*args)
+
+        return run
+
+    def compile_aot_eager(self) -> tuple[list[str], list[str]]:
+        """TorchDynamo's ``aot_eager`` backend on the captured graph instead of Inductor."""
+        if self.graph is None:
+            return [NO_GRAPH], [NO_GRAPH]
+        import torch
+        from torch._dynamo.backends.registry import lookup_backend
+
+        with torch.no_grad():
+            self.compiled = lookup_backend("aot_eager")(self.graph, self.example_inputs)
+        note = "(backend=aot_eager: no Inductor code generation)\n"
+        return [note], [note]
+
+    def compile(self, record: bool, freezing: bool, mode: str = "default",
+                config_patches: dict[str, Any] | None = None) -> tuple[list[str], list[str]]:
+        """Run Inductor on the captured graph; returns (post-grad graphs, output code).
+        Without a graph (a program with no tensor computation) there is nothing to do."""
+        if self.graph is None:
+            return [NO_GRAPH], [NO_GRAPH]
+        import torch
+        from torch._inductor import config
+        from torch._inductor.compile_fx import compile_fx
+        from torch._inductor.custom_graph_pass import CustomGraphPass
+        from torch._inductor.graph import GraphLowering
+
+        post: list[str] = []
+        codes: list[str] = []
+
+        class RecordPostGrad(CustomGraphPass):
+            def __call__(self, graph: Any) -> None:
+                post.append(str(graph))
+
+            def uuid(self) -> Any:
+                return "compstack-record-post-grad-1"  # a fixed uuid keeps the FX graph cache usable
+
+        from torch._inductor import list_mode_options
+
+        patches = {"post_grad_custom_post_pass": RecordPostGrad(), "freezing": freezing,
+                   **(list_mode_options(mode) if mode != "default" else {}), **(config_patches or {})}
+        if record:
+            patches["force_disable_caches"] = True
+        import torch._guards
+
+        with config.patch(patches), mock.patch.object(GraphLowering, "save_output_code", codes.append), \
+                torch.no_grad(), torch._guards.tracing(self.tracing_context):
+            self.compiled = compile_fx(self.graph, self.example_inputs)
+        return post, codes

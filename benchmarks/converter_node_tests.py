@@ -70,8 +70,8 @@ def run_case(case: object, framework: str, static_operands: bool = False) -> tup
     """``(status, detail)`` for one case."""
     import onnx
 
-    from compstack.core import ir as cir
     from compstack.conformance.worker import compare_case
+    from compstack.core import ir as cir
     from compstack.core.errors import UnsupportedError, UserError
 
     if case.io_kind != "tensor":

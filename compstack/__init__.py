@@ -23,10 +23,33 @@ from compstack.core.version import __version__
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load lazily
     from compstack import targets
-    from compstack.api import (CompareOptions, DumpResult, KernelsOptions, LatencyConfig, Limits, LowerOptions,
-                               Report, Result, SourceModel, Target, TargetKernels, compare, default_memory_mb, dump,
-                               explain_feeds, explain_model, kernels, load_model, lower, profile, resolve_target,
-                               resolve_targets, run_conformance, target_rows, validate_target_options)
+    from compstack.api import (
+        CompareOptions,
+        DumpResult,
+        KernelsOptions,
+        LatencyConfig,
+        Limits,
+        LowerOptions,
+        Report,
+        Result,
+        SourceModel,
+        Target,
+        TargetKernels,
+        compare,
+        default_memory_mb,
+        dump,
+        explain_feeds,
+        explain_model,
+        kernels,
+        load_model,
+        lower,
+        profile,
+        resolve_target,
+        resolve_targets,
+        run_conformance,
+        target_rows,
+        validate_target_options,
+    )
 
 __all__ = [
     "__version__", "targets",

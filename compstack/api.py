@@ -302,7 +302,8 @@ def dump(model: ModelLike, target: str, out_dir: PathLike | None = None, *, stag
     """
     from compstack.core.integrity import probe_dir
     from compstack.core.procs import run_tempdir
-    from compstack.run.dump import check_stages, dump as run_dump
+    from compstack.run.dump import check_stages
+    from compstack.run.dump import dump as run_dump
 
     if passes not in ("", "all", "changed"):
         raise UserError(f"passes {passes!r}: expected '', 'all' or 'changed'")

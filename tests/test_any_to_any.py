@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from conftest import run_cli
 
 pytest.importorskip("jax")

@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import make_mlp  # noqa: E402
-
 import compstack  # noqa: E402
 from compstack.core.errors import UserError  # noqa: E402
+from conftest import make_mlp  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -148,7 +147,7 @@ def test_readme_from_python_example_runs(env: Path) -> None:
     lines = proc.stdout.splitlines()
     rows = {ln.split()[0]: ln.split() for ln in lines[:-1]}
     assert set(rows) == {"ort-cpu", "tvm-llvm"}, proc.stdout
-    for target, cols in rows.items():
+    for _target, cols in rows.items():
         assert cols[1] == "ok", proc.stdout
         assert 0 <= float(cols[-1]) < 1e-4, proc.stdout  # measured max abs error vs float64
     assert lines[-1].startswith("['reference', 'ort-cpu'"), lines[-1]

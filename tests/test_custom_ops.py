@@ -15,15 +15,15 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from conftest import run_cli
 from onnx import TensorProto, helper
 
-from compstack.core import ir as cir
 from compstack import ops
+from compstack.core import ir as cir
 from compstack.core.errors import UnsupportedError, UserError
 from compstack.ops import Attr, OpDefinitionError, custom_op
 from compstack.ops.build import KernelLibrary, ensure_built, source_root
 from compstack.run.optest import run_target
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "custom_op_model.py"
@@ -233,7 +233,6 @@ def test_every_stack_runs_rms_norm_like_the_reference(kernels: KernelLibrary, ta
 def test_user_op_with_its_own_source_and_an_integer_input(kernels: KernelLibrary,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import custom_ops_user  # noqa: F401 - declares mylib::gather_rows (sources=[...]) and mylib::ref_only
-
     from compstack.run.optest import run_matrix
 
     op = ops.get("mylib::gather_rows")

@@ -22,7 +22,6 @@ from onnx import TensorProto, helper, numpy_helper
 from compstack import targets as registry
 from compstack.explain import explain, replay
 from compstack.explain.verdict import judge
-
 from conftest import TESTS
 
 for _name, _cls in [("faulty-sin", "WrongSinTarget"), ("faulty-fused", "WrongFusionTarget"),

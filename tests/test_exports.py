@@ -17,15 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_mlp, run_cli
-
-from compstack.core import ir as cir
 from compstack import targets as registry
+from compstack.core import ir as cir
 from compstack.core.config import settings
 from compstack.core.ir import SourceModel
 from compstack.core.latency import LatencyConfig
 from compstack.run.runner import Limits
 from compstack.run.session import CompareOptions, compare
+from conftest import make_mlp, run_cli
 
 junitparser = pytest.importorskip("junitparser", reason="junitparser not installed (pip install junitparser)")
 

@@ -12,19 +12,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
 
 from compstack.core import ir as cir
-from compstack.frontends import zoo
 from compstack.core.errors import UserError
+from compstack.frontends import zoo
+from conftest import run_cli
 
 jax = pytest.importorskip("jax")
 ort = pytest.importorskip("onnxruntime")
 jnp = jax.numpy
 lax = jax.lax
 
-from compstack.frontends.from_jax import import_jax
-from compstack.frontends.from_pyfile import import_pyfile, native_of
+from compstack.frontends.from_jax import import_jax  # noqa: E402 - after the importorskip above
+from compstack.frontends.from_pyfile import import_pyfile, native_of  # noqa: E402
 
 JAX_ZOO = ["jax-mlp", "jax-transformer", "jax-cnn"]
 ZOO_JAX_FILE = Path(zoo.__file__).resolve().parent / "_jax.py"

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
 
 from compstack.core.config import settings
 from compstack.core.errors import UserError
 from compstack.frontends.from_framework import import_framework
-from compstack.run.session import CompareOptions, compare
 from compstack.frontends.sources import resolve_model
+from compstack.run.session import CompareOptions, compare
+from conftest import run_cli
 
 needs_paddle = pytest.mark.skipif(not os.environ.get("COMPSTACK_PADDLE_PYTHON"),
                                   reason="set COMPSTACK_PADDLE_PYTHON (scripts/setup_paddle_env.sh)")

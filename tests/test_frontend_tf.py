@@ -18,13 +18,12 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("tf2onnx")
 
-from conftest import make_mlp, run_cli
-
 from compstack.core.config import settings
 from compstack.core.errors import UserError
 from compstack.frontends.from_framework import detect, import_framework
-from compstack.run.session import CompareOptions, compare
 from compstack.frontends.sources import resolve_model
+from compstack.run.session import CompareOptions, compare
+from conftest import make_mlp, run_cli
 
 KERAS_CNN = '''
 import numpy as np

@@ -16,8 +16,8 @@ from compstack.core.errors import UserError
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 
-from compstack.frontends.from_pyfile import import_pyfile
-from compstack.frontends.from_torch import import_torch
+from compstack.frontends.from_pyfile import import_pyfile  # noqa: E402 - after the importorskip above
+from compstack.frontends.from_torch import import_torch  # noqa: E402
 
 THIS_FILE = Path(__file__).resolve()
 

@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
-from models import conv_bn_relu, mlp
-
-from compstack.core import ir as cir
 from compstack import targets as registry
 from compstack.analysis.fusion.analysis import _edges, compare_partitions, fusion_groups, missed_fusions
 from compstack.analysis.kernels import GraphIndex, KernelMap
+from compstack.core import ir as cir
+from conftest import run_cli
+from models import conv_bn_relu, mlp
 
 CPU = ("ort-cpu", "tvm-llvm", "iree-llvm-cpu", "xla-cpu", "inductor-cpu")
 
@@ -168,8 +167,7 @@ def test_xla_native_jax_source_maps_by_source_line(tmp_path: Path) -> None:
     """A JAX-native program (no named_scope per node): HLO stack frames + primitives."""
     if not registry.get("xla-cpu").availability().ok:
         pytest.skip("xla-cpu unavailable here")
-    from compstack.frontends.sources import load_native
-    from compstack.frontends.sources import resolve_model
+    from compstack.frontends.sources import load_native, resolve_model
 
     source = resolve_model("zoo:jax-mlp", cache_dir=tmp_path)
     target = registry.get("xla-cpu")()
@@ -226,10 +224,9 @@ def test_xla_fusion_claims_match_its_optimized_hlo() -> None:
 
     from rich.console import Console
 
-    from models import conv_bn_relu_linear
-
     from compstack.analysis.fusion.report import print_partitions
     from compstack.analysis.kernels import Kernel, build_map
+    from models import conv_bn_relu_linear
 
     if not registry.get("xla-cpu").availability().ok:
         pytest.skip("xla-cpu unavailable here")

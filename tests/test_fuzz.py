@@ -27,7 +27,6 @@ from compstack.fuzz.signature import normalise, read_known, signature, write_kno
 from compstack.fuzz.specs import SPECS
 from compstack.fuzz.store import FuzzStore
 from compstack.fuzz.ub import integer_overflow, zero_norm
-
 from conftest import TESTS
 
 if "faulty-sin" not in registry.names():

@@ -9,9 +9,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from compstack.analysis.opstats import op_stats
 from compstack.core import ir as cir
 from compstack.core.errors import UserError
-from compstack.analysis.opstats import op_stats
 from conftest import make_mlp
 
 

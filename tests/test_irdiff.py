@@ -6,12 +6,11 @@ import json
 import re
 from typing import Any
 
-import models as M
 import onnx
 import pytest
 from onnx import helper
 
-from compstack.core import ir as cir
+import models as M
 from compstack.analysis.irtext.irdiff import (
     GraphDiff,
     NodeRef,
@@ -20,6 +19,7 @@ from compstack.analysis.irtext.irdiff import (
     onnx_text_graph,
     op_histogram,
 )
+from compstack.core import ir as cir
 
 
 def _target(module: str, cls: str) -> Any:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 
-from compstack.core import ir as cir
 from compstack import targets as registry
+from compstack.core import ir as cir
 from compstack.core.config import settings
 from compstack.core.ir import SourceModel
 from compstack.core.latency import LatencyConfig
-import pytest
-
 from compstack.run.executors import Limits
 from compstack.run.session import CompareOptions, compare
 

@@ -9,8 +9,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from compstack.core import ir as cir
 from compstack import targets as registry
+from compstack.core import ir as cir
 from compstack.core.config import settings
 from compstack.core.ir import SourceModel
 from compstack.core.latency import LatencyConfig

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
-
 from compstack import targets as registry
+from conftest import run_cli
 
 
 def test_failed_lower_lists_stages_failing_stage_command_and_hint(isolated_env: Path) -> None:

@@ -11,19 +11,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import models as M
 import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
 
-from compstack.core import ir as cir
+import models as M
 from compstack.analysis.irtext.normalize import (
     NormalizeOptions,
     detect_dialect,
     name_stem,
     normalize,
 )
+from compstack.core import ir as cir
 
 TESTS = Path(__file__).parent
 

@@ -18,15 +18,14 @@ import numpy as np
 import onnx
 import pytest
 
-from conftest import run_cli
-from models import conv_bn_relu, inputs_for, mlp
-
-from compstack.core import ir as cir
 from compstack import targets as registry
 from compstack.analysis.fusion.analysis import by_node
 from compstack.analysis.fusion.roofline import Peak, machine_peak, place
 from compstack.analysis.kernels import GraphIndex, ProfileSamples
+from compstack.core import ir as cir
 from compstack.core.latency import LatencyConfig
+from conftest import run_cli
+from models import conv_bn_relu, inputs_for, mlp
 
 CPU = ("ort-cpu", "tvm-llvm", "iree-llvm-cpu", "xla-cpu", "inductor-cpu")
 FACTOR = 5.0
@@ -166,8 +165,8 @@ def test_gpu_target_skips_cleanly_and_cli_errors(isolated_env: Path) -> None:
 
 def _row_with(samples: ProfileSamples, e2e_ms: float) -> tuple:
     """A profiled row of the mlp graph (one kernel per node) built from given samples."""
-    from compstack.fusion.run import TargetKernels
     from compstack.analysis.kernels import Kernel, build_map, make_profile
+    from compstack.fusion.run import TargetKernels
 
     model = cir.canonicalize(mlp(), source="mlp")
     kmap = build_map(model, "t", [Kernel(n, "generated", [n]) for n in ("matmul", "add", "relu")])

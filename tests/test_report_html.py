@@ -221,8 +221,8 @@ def test_run_where_nothing_ran(tmp_path: Path) -> None:
 
 
 def test_interrupted_run_says_so(tmp_path: Path) -> None:
-    from compstack.report.html import load_run, render
     from compstack.core.results import Report, Result, ResultsDB
+    from compstack.report.html import load_run, render
 
     db = ResultsDB(tmp_path / "db.sqlite")
     report = Report(model={"name": "m", "fingerprint": "f"}, reference={"target": "reference"})

@@ -14,8 +14,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from compstack.core import ir as cir
 from compstack import targets as registry
+from compstack.core import ir as cir
 from compstack.core.inputs import contiguous
 
 CPU = ("reference", "ort-cpu", "tvm-llvm", "iree-llvm-cpu", "xla-cpu", "inductor-cpu")

@@ -21,7 +21,6 @@ import pytest
 from compstack.core import ir as cir
 from compstack.core.ir import SourceModel
 from compstack.core.store import KINDS, Store, key, parse_age, parse_size
-
 from conftest import make_mlp, run_cli
 
 
@@ -75,10 +74,10 @@ def test_callers_rebuild_their_corrupt_entries(tmp_path: Path) -> None:
     """Canonical models, stage texts, conformance failure records and peaks: a flipped
     byte is found by the caller's read and the entry rebuilt or dropped."""
     from compstack.analysis.fusion.roofline import Peak, machine_peak
-    from compstack.run.tasks.conformance import _known_failure, _record_failure
     from compstack.core.errors import UnsupportedError
     from compstack.core.store import ArtifactCache, host_id
     from compstack.run.session import model_file
+    from compstack.run.tasks.conformance import _known_failure, _record_failure
 
     cache = tmp_path / "cache"
     source = SourceModel(name="mlp", model=cir.load(make_mlp(tmp_path / "mlp.onnx")))

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TESTS, make_mlp, run_cli
 
 from compstack import targets as registry
 from compstack.core.config import settings
@@ -25,6 +24,7 @@ from compstack.sweep import (
     run_sweep,
     summarize,
 )
+from conftest import TESTS, make_mlp, run_cli
 
 for _name, _cls in [("crash-segfault", "SegfaultTarget"), ("crash-hang", "HangTarget")]:
     if _name not in registry.names():
@@ -159,8 +159,8 @@ def test_cli_ray_errors_are_one_line(models: list[str], isolated_env: Path) -> N
     t0 = time.monotonic()
     p = run_cli("sweep", models[0], "--targets", "ort-cpu", "--executor", "ray", "--ray-address", "127.0.0.1:9")
     assert p.returncode == 2 and time.monotonic() - t0 < 15
-    assert p.stderr.strip().splitlines() == ["compstack: error: --ray-address 127.0.0.1:9: unreachable "
-                                             "(Connection refused)"]
+    assert p.stderr.strip().splitlines() == [("compstack: error: --ray-address 127.0.0.1:9: unreachable "
+                                              "(Connection refused)")]
     code = ("import sys; sys.modules['ray'] = None; from compstack.cli import main; "
             f"main(['sweep', {models[0]!r}, '--targets', 'ort-cpu', '--executor', 'ray'])")
     import subprocess

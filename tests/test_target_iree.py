@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-import models as M
 import numpy as np
 import pytest
 
+import models as M
 from compstack.core import ir as cir
 from compstack.core import tools
 from compstack.core.errors import ToolError, UnavailableError, UnsupportedError

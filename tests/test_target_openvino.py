@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from conftest import run_cli
 
 pytest.importorskip("openvino")

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
 
 from compstack.core import ir as cir
-from compstack.frontends import zoo
 from compstack.core.errors import UnsupportedError
+from compstack.frontends import zoo
 from compstack.targets import get
+from conftest import run_cli
 
 torch = pytest.importorskip("torch")
 

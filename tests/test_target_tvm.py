@@ -6,10 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import models as M
 import numpy as np
 import pytest
 
+import models as M
 from compstack.core import ir as cir
 from compstack.core.errors import UnsupportedError
 

@@ -13,11 +13,11 @@ import onnx
 import pytest
 import torch
 from onnx import helper
-from translate_harness import assert_close, check, node_model, run_fx, run_reference
 
 from compstack.core import ir as cir
 from compstack.core.errors import UnsupportedError
 from compstack.translate.fx import ONNX_NODE_KEY, TABLE, to_fx
+from translate_harness import assert_close, check, node_model, run_fx, run_reference
 
 #: onnx.reference warns on the NaN/inf/zero inputs the cases feed it on purpose
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from translate_harness import assert_close, check, node_model, run_jax, run_reference
 
 from compstack.core import ir as cir
 from compstack.core.errors import UnsupportedError
+from translate_harness import assert_close, check, node_model, run_jax, run_reference
 
 pytest.importorskip("jax")
 

@@ -8,9 +8,9 @@ import json
 import sys
 
 import pytest
-from conftest import run_cli
 
 from compstack.targets.trt import target as trt_target
+from conftest import run_cli
 
 
 def _tensorrt_missing() -> bool:

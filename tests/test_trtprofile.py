@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import make_mlp, run_cli
 
 from compstack.targets.trt.profile import metadata_nodes, split_layer_name
+from conftest import make_mlp, run_cli
 
 # The layout of trtexec --exportProfile (Profiler::exportJSONProfile, sampleReporting.cpp).
 PROFILE = [

@@ -24,15 +24,14 @@ import numpy as np
 import onnx
 import pytest
 
-from compstack.core import ir as cir
 from compstack import targets as registry
+from compstack.core import ir as cir
 from compstack.core.config import settings
 from compstack.core.ir import SourceModel
 from compstack.core.latency import LatencyConfig
 from compstack.core.results import ResultsDB
 from compstack.run.runner import Limits
 from compstack.run.session import CompareOptions, compare
-
 from conftest import TESTS, make_mlp
 
 _CRASHY = [("crash-segfault", "SegfaultTarget"), ("crash-hang", "HangTarget"), ("crash-torn", "TornTarget"),

@@ -14,11 +14,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from models import reference
-
-from compstack.core import ir as cir
 from compstack import targets as registry
+from compstack.core import ir as cir
 from compstack.targets.common.twopath import specialize_inputs
+from models import reference
 
 TRANSLATED = ("xla-cpu", "inductor-cpu")
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import onnx
 import onnx_ir as ir
-from conftest import run_cli
 from onnx import TensorProto, helper
 
 from compstack import targets as registry
-from compstack.targets.common.coverage import load_support_list
 from compstack.targets.cann.target import CannOptions, CannTarget
+from compstack.targets.common.coverage import load_support_list
+from conftest import run_cli
 
 NO_ATC = {"PATH": os.pathsep.join(p for p in ("/usr/bin", "/bin") if os.path.isdir(p)), "COMPSTACK_TOOL_ATC": ""}
 

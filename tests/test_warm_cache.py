@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_mlp
 
 from compstack.core import ir as cir
 from compstack.targets import get
 from compstack.targets.common.twopath import private_cache_dir
+from conftest import make_mlp
 
 pytest.importorskip("jax")
 pytest.importorskip("torch")

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_mlp, run_cli
 
 from compstack.core import ir as cir
 from compstack.core.errors import UnsupportedError
 from compstack.targets import get
+from conftest import make_mlp, run_cli
 
 pytest.importorskip("jax")
 pytest.importorskip("torch")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from compstack.core import ir as cir
-from compstack.frontends import zoo
 from compstack.core.errors import UserError
+from compstack.frontends import zoo
 
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")

@@ -404,7 +404,7 @@ class KernelProfile:
     runs: int
     warmup: int
     kernels: list[KernelTime]
-    kernel_sum: dict[str, float]
+    kernel_sum: dict[str, Any]  # ms; ``cv`` is None where not measured (imported profiles)
     end_to_end: dict[str, Any]
     profiled_run: dict[str, Any] | None = None
     other: dict[str, float] = field(default_factory=dict)
@@ -439,7 +439,7 @@ class KernelProfile:
 
         Imported profiles (no end-to-end latency, no per-run wall time) are not checked.
         """
-        out = []
+        out: list[str] = []
         total = self.kernel_sum.get("median")
         run = (self.profiled_run or {}).get("median")
         e2e = self.end_to_end.get("median")

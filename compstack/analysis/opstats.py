@@ -48,7 +48,7 @@ class OpStats:
 def _shape(v: ir.Value | None) -> list[int] | None:
     if v is None or v.shape is None or not v.shape.is_static():
         return None
-    return [int(d) for d in v.shape]
+    return list(v.shape.numpy())
 
 
 def node_flops(node: ir.Node) -> int | None:
@@ -86,13 +86,13 @@ def op_stats(model: ir.Model) -> OpStats:
     """Compute :class:`OpStats` for the main graph of ``model``."""
     counts: Counter[str] = Counter()
     flops = 0
-    unknown = []
+    unknown: list[str] = []
     for node in model.graph:
         key = f"{node.domain}::{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
         counts[key] += 1
         f = node_flops(node)
         if f is None:
-            unknown.append(node.name)
+            unknown.append(node.name or "")  # canonical models name every node
         else:
             flops += f
     params = 0

@@ -66,8 +66,23 @@ def cli() -> None:
 
 
 def _add_commands() -> None:
-    from compstack.cli import (cache, compare, conformance, diff, dump, explain, fusion, fuzz, import_profile, lower,
-                               ops, report, sweep, targets, zoo)
+    from compstack.cli import (
+        cache,
+        compare,
+        conformance,
+        diff,
+        dump,
+        explain,
+        fusion,
+        fuzz,
+        import_profile,
+        lower,
+        ops,
+        report,
+        sweep,
+        targets,
+        zoo,
+    )
 
     for command in (compare.compare, compare.run, lower.lower, targets.targets, targets.stages, zoo.frontends,
                     zoo.zoo, dump.dump, diff.diff, conformance.conformance, report.report, sweep.sweep,

@@ -9,7 +9,15 @@ from typing import Any
 import click
 
 from compstack.cli.common import check_writable_file, compare_options, exit_for, load_source, resolve_one
-from compstack.cli.options import ModelFlags, RunFlags, junit_option, model_options, run_options, target_option, targets_option
+from compstack.cli.options import (
+    ModelFlags,
+    RunFlags,
+    junit_option,
+    model_options,
+    run_options,
+    target_option,
+    targets_option,
+)
 
 __all__ = ["compare", "run", "run_compare"]
 

@@ -9,8 +9,16 @@ from typing import Any
 import click
 
 from compstack.cli.common import parse_target_options
-from compstack.cli.options import (cache_dir_option, db_option, json_option, junit_option, seed_option,
-                                   target_opts_option, targets_option, timeout_option)
+from compstack.cli.options import (
+    cache_dir_option,
+    db_option,
+    json_option,
+    junit_option,
+    seed_option,
+    target_opts_option,
+    targets_option,
+    timeout_option,
+)
 
 __all__ = ["conformance"]
 

@@ -7,8 +7,13 @@ import sys
 import click
 
 from compstack.cli.common import load_source, parse_target_options, resolve_one, writable_dir
-from compstack.cli.options import (cache_dir_option, memory_limit_option, target_option, target_opts_option,
-                                   timeout_option)
+from compstack.cli.options import (
+    cache_dir_option,
+    memory_limit_option,
+    target_option,
+    target_opts_option,
+    timeout_option,
+)
 from compstack.core.errors import UserError
 
 __all__ = ["dump"]

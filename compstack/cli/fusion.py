@@ -14,8 +14,16 @@ from typing import Any
 import click
 
 from compstack.cli.common import check_writable_file, load_source, probe_dir, resolve_one, target_options
-from compstack.cli.options import (KernelJobFlags, kernel_job_options, min_runs_option, min_time_option,
-                                   target_option, targets_option, threads_option, warmup_option)
+from compstack.cli.options import (
+    KernelJobFlags,
+    kernel_job_options,
+    min_runs_option,
+    min_time_option,
+    target_option,
+    targets_option,
+    threads_option,
+    warmup_option,
+)
 from compstack.core.errors import UserError
 
 __all__ = ["BAD_STATUSES", "ProfileFlags", "fusion", "fusion_command", "profile", "profile_command"]
@@ -165,12 +173,12 @@ def profile_command(source_loader: Callable[[], Any], targets: list[str], by_nod
                     job: KernelJobFlags, prof: ProfileFlags, topts: dict[str, dict[str, str]]) -> int:
     """``compstack profile``; returns the exit status (1 also when ``--by-node`` found no
     per-kernel times at all)."""
-    from compstack.core.config import settings
     from compstack.analysis.fusion.analysis import by_node as node_times
     from compstack.analysis.fusion.explorer import export
     from compstack.analysis.fusion.report import print_by_node, print_profile, print_summary, to_json
     from compstack.analysis.fusion.roofline import machine_peak
     from compstack.analysis.kernels import GraphIndex
+    from compstack.core.config import settings
 
     as_json = job.as_json
     source = source_loader()

@@ -25,8 +25,8 @@ from typing import Any, Callable, Sequence
 
 from compstack import targets as registry
 from compstack.conformance.cases import Case
-from compstack.run.pool import run_pool
 from compstack.core.errors import UserError
+from compstack.run.pool import run_pool
 
 __all__ = ["FUNNEL", "RULE", "TargetSummary", "SuiteReport", "run_suite", "store", "trend", "read_xfail",
            "write_xfail", "xfail_path", "DEFAULT_XFAIL_DIR"]
@@ -119,8 +119,8 @@ def write_xfail(path: Path, target: str, version: str, rows: Sequence[dict[str, 
         if row["status"] != "passed":
             kept[row["case"]] = f"{row['status']} at {row['stage']}: {row['error'][:150]}".replace("\n", " ")
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [f"# XFAIL for {target} {version}: ONNX node tests known to fail (compstack conformance "
-             "--update-xfail)"] + [f"{k}  # {v}" for k, v in sorted(kept.items())]
+    lines = [(f"# XFAIL for {target} {version}: ONNX node tests known to fail (compstack conformance "
+              "--update-xfail)")] + [f"{k}  # {v}" for k, v in sorted(kept.items())]
     path.write_text("\n".join(lines) + "\n")
 
 

@@ -132,20 +132,20 @@ def generate(
         dtype = np.dtype(inp.dtype)
         if math.prod(shape) * dtype.itemsize > 2**62:
             raise MemoryError(f"input '{inp.name}' of shape {list(shape)}")
-        lo, hi = val_ranges.get(inp.name, val_ranges.get("", (None, None)))  # type: ignore[misc]
-        if lo is not None:
-            _check_range(inp.name, dtype, lo, hi)
+        given = val_ranges.get(inp.name, val_ranges.get(""))
+        if given is not None:
+            _check_range(inp.name, dtype, *given)
         if dtype == np.dtype(object):
             raise UserError(f"input '{inp.name}' is a string tensor; give its values with --inputs FILE.npz "
                             "(numpy.savez of a str array)")
         if dtype == np.bool_:
-            lo_i, hi_i = (0, 2) if lo is None else (int(lo), int(hi))
+            lo_i, hi_i = (0, 2) if given is None else (int(given[0]), int(given[1]))
             out[inp.name] = rng.integers(lo_i, hi_i, size=shape).astype(np.bool_)
         elif np.issubdtype(dtype, np.integer):
-            lo_i, hi_i = DEFAULT_INT_RANGE if lo is None else (int(np.ceil(lo)), int(np.ceil(hi)))
+            lo_i, hi_i = DEFAULT_INT_RANGE if given is None else (int(np.ceil(given[0])), int(np.ceil(given[1])))
             out[inp.name] = rng.integers(lo_i, max(hi_i, lo_i + 1), size=shape).astype(dtype)
         else:
-            lo_f, hi_f = DEFAULT_FLOAT_RANGE if lo is None else (lo, hi)
+            lo_f, hi_f = DEFAULT_FLOAT_RANGE if given is None else given
             out[inp.name] = rng.uniform(lo_f, hi_f, size=shape).astype(dtype)
     return out
 
@@ -193,7 +193,7 @@ def input_sets(
     drawn = [i for i in model_inputs if i.name in first and (i.name in ranges or "" in ranges)
              and np.dtype(i.dtype) != np.dtype(object)]
     fixed = {i.name: tuple(first[i.name].shape) for i in drawn}
-    own = {i.name: ranges.get(i.name, ranges.get("")) for i in drawn}
+    own = {i.name: r for i in drawn if (r := ranges.get(i.name, ranges.get(""))) is not None}  # all of drawn
     for k in range(1, count):
         later = dict(first)
         later.update(generate(drawn, seed + k, own, fixed) if drawn else {})
@@ -287,7 +287,7 @@ def decode_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     Raises:
         UserError: a key names an unknown dtype, or bits that do not fit it.
     """
-    out = {}
+    out: dict[str, np.ndarray] = {}
     for k, v in arrays.items():
         if k.endswith(_STR):
             out[k[: -len(_STR)]] = v.astype(object)
@@ -319,7 +319,7 @@ def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> Path:
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         with open(p, "wb") as f:
-            np.savez(f, **encode_arrays(arrays))
+            np.savez(f, **encode_arrays(arrays))  # type: ignore[arg-type]  # numpy stubs: ** may bind allow_pickle
     except OSError as exc:
         raise UserError(f"{p}: cannot write: {exc.strerror or exc}") from None
     return p

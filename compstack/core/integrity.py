@@ -68,8 +68,9 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         raise
 
 
-def check_files(folder: Path, files: Mapping[str, Any]) -> str:
-    """Check ``files`` (``{relative name: {"size", "sha256"}}``) under ``folder``.
+def check_files(folder: Path, files: object) -> str:
+    """Check ``files`` (``{relative name: {"size", "sha256"}}``) under ``folder``; ``files``
+    is as read from a manifest, so any JSON value (anything else is a malformed record).
 
     Returns:
         ``""`` when every file exists with its recorded size and hash, else what is

@@ -15,9 +15,9 @@ import copy
 import functools
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -392,7 +392,7 @@ def upgrade_opset(proto: onnx.ModelProto, opset: int, source: str = "<model>") -
         return proto
     try:
         return onnx.version_converter.convert_version(proto, opset)
-    except Exception as exc:  # the converter raises bare RuntimeError/ValueError
+    except Exception as exc:  # noqa: BLE001 - the converter raises bare RuntimeError/ValueError
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"{source}: cannot convert opset {_ai_onnx_opset(proto)} -> {opset}: {first}") from None
 
@@ -581,7 +581,7 @@ def _content_bytes(tensor: Any) -> Any:
             from None
     if arr.dtype == object:  # a string tensor
         return b"\0".join(x if isinstance(x, bytes) else str(x).encode() for x in arr.reshape(-1))
-    return memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
+    return memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # numpy stubs
 
 
 def _strip_metadata(graph: onnx.GraphProto) -> None:
@@ -669,7 +669,7 @@ def to_text(model: ir.Model, provenance: bool = False) -> str:
         lines.append(f"  init   %{name}: {t.dtype.name}[{dims}] #{_short_hash(t.numpy())}")
     for node in g:
         outs = ", ".join(f"%{o.name}" for o in node.outputs)
-        ins = ", ".join("%" + i.name if i is not None else "_" for i in node.inputs)
+        ins = ", ".join(f"%{i.name}" if i is not None else "_" for i in node.inputs)
         attrs = ", ".join(f"{k}={_fmt_attr(a)}" for k, a in sorted(node.attributes.items()))
         op = f"{node.domain}::{node.op_type}" if node.domain else node.op_type
         line = f"  {outs} = {op}{'<' + attrs + '>' if attrs else ''}({ins})  # {node.name}"

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import cast
 
 from compstack.core.errors import CompstackError
 
@@ -67,7 +68,7 @@ def guard_own_memory(limit_mb: int, what: str, poll_s: float = 0.05, grace_s: fl
 
     def watch() -> None:
         while True:
-            limit = int(_state["limit"])  # type: ignore[arg-type]
+            limit = int(cast(int, _state["limit"]))
             rss = own_rss_mb()
             if limit and rss > limit:
                 _state["message"] = (f"compstack itself used {rss:.0f} MiB while {_state['what']}, past "

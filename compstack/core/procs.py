@@ -99,7 +99,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _children(pid: int) -> list[int]:
-    out = []
+    out: list[int] = []
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):
             text = Path(f"/proc/{pid}/task/{tid}/children").read_text()

@@ -89,8 +89,8 @@ def write_bundle(folder: Path, explainer: Any, p: Piece, report: dict[str, Any])
     Raises:
         OSError: the folder cannot be written.
     """
-    from compstack.core.version import __version__
     from compstack import targets as registry
+    from compstack.core.version import __version__
     from compstack.explain.repro import repro_script
 
     check_bundle_dir(folder)
@@ -100,7 +100,7 @@ def write_bundle(folder: Path, explainer: Any, p: Piece, report: dict[str, Any])
     ref = explainer.ref
     onnx.save(p.model, str(folder / "model.onnx"))
     feeds = feeds_for(p, ref)
-    np.savez(folder / "inputs.npz", **feeds)
+    np.savez(folder / "inputs.npz", **feeds)  # type: ignore[arg-type]  # numpy stubs: ** may bind allow_pickle
     _tensor_files(folder / "test_data_set_0", "input", [(n, feeds[n]) for n in p.inputs])
     expected = [(o, np.asarray(ref.f64[o]).astype(ref.dtypes.get(o, ref.f64[o].dtype))) for o in p.outputs]
     _tensor_files(folder / "test_data_set_0", "output", expected)

@@ -169,7 +169,7 @@ class Evaluator:
         base = self.work / f"e{self._n}"
         base.mkdir()
         onnx.save(model, str(base / "model.onnx"))
-        np.savez(base / "inputs.npz", **encode_arrays(dict(feeds)))
+        np.savez(base / "inputs.npz", **encode_arrays(dict(feeds)))  # type: ignore[arg-type]  # numpy stubs: ** may bind allow_pickle
         request = {"model": str(base / "model.onnx"), "inputs": str(base / "inputs.npz"),
                    "outputs": str(base / "outputs.npz"), "stages": str(stages) if stages else None,
                    "artifact": str(artifact) if artifact else None}

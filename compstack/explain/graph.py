@@ -86,7 +86,7 @@ def _run(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.n
     cast = {k: np.asarray(v).astype(in_types[k], copy=False) if k in in_types else v for k, v in feeds.items()}
     with np.errstate(all="ignore"):
         out = sess.run(None, cast, intermediate=True)
-    return {k: np.asarray(v) for k, v in out.items()}
+    return {k: np.asarray(v) for k, v in out.items()}  # type: ignore[union-attr]  # a dict with intermediate=True
 
 
 def reference_values(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> ReferenceValues:

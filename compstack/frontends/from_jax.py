@@ -604,7 +604,7 @@ class _Converter:
         from jax.extend.core import Literal
 
         if isinstance(atom, Literal):
-            return self.const(np.asarray(atom.val, dtype=atom.aval.dtype))
+            return self.const(np.asarray(atom.val, dtype=atom.aval.dtype))  # type: ignore[attr-defined]  # a ShapedArray
         try:
             return env[atom]
         except KeyError:
@@ -1066,7 +1066,7 @@ def _reduce_window(cx: _Converter, eqn: Any, ins: list[str]) -> list[str]:
     lead_shape = [shape[d] for d in lead]
     nc = [int(np.prod(lead_shape[:-1])), lead_shape[-1]] if lead else [1, 1]
     x = _reshape(cx, x, nc + [shape[d] for d in spatial], lead_shape + [shape[d] for d in spatial])
-    attrs = {"kernel_shape": [int(p["window_dimensions"][d]) for d in spatial],
+    attrs: dict[str, Any] = {"kernel_shape": [int(p["window_dimensions"][d]) for d in spatial],
              "strides": [int(p["window_strides"][d]) for d in spatial],
              "pads": [pads[d][0] for d in spatial] + [pads[d][1] for d in spatial],
              "dilations": [int(p["window_dilation"][d]) for d in spatial]}

@@ -231,7 +231,7 @@ def _name_mutated_outputs(model: ir.Model, n_user: int, keys: list[int | str], a
             node = ir.Node("", "Identity", [value], name=new)
             model.graph.append(node)
             copy = node.outputs[0]
-            copy.dtype, copy.shape = value.dtype, value.shape
+            copy.dtype, copy.shape = value.dtype, value.shape  # type: ignore[assignment]  # onnx_ir types the setter DataType; None is kept as unknown
             model.graph.outputs[n_user + i] = copy
             value = copy
         value.name = new

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MUTATED_SUFFIX", "NativeProgram", "align_torch_weights", "flatten_outputs", 
+__all__ = ["MUTATED_SUFFIX", "NativeProgram", "align_torch_weights", "flatten_outputs",
            "mutated_inputs", "torch_program"]
 
 

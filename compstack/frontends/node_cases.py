@@ -72,7 +72,8 @@ def _to_array(value: Any) -> tuple[Any, str]:
 def _convert(tc: Any) -> Case:
     ins, outs = tc.data_sets[0]
     kind = "tensor"
-    arrays_in, arrays_out = [], []
+    arrays_in: list[Any] = []
+    arrays_out: list[Any] = []
     for src, dst in ((ins, arrays_in), (outs, arrays_out)):
         for value in src:
             arr, k = _to_array(value)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import onnx_ir as ir
 
-from compstack.fusion.run import TargetKernels
 from compstack.analysis.kernels import Kernel, KernelProfile, KernelTime, build_map
+from compstack.fusion.run import TargetKernels
 from compstack.targets.trt.profile import map_profile
 
 __all__ = ["TENSORRT_IMPORTED", "tensorrt_row"]
@@ -79,9 +79,9 @@ def tensorrt_row(model: ir.Model, profile: str | Path, layer_info: str | Path | 
     prof = KernelProfile(target=TENSORRT_IMPORTED, profiler=f"trtexec --exportProfile ({report.count} iterations)",
                          runs=report.count, warmup=0, kernels=times,
                          kernel_sum={"median": total, "mean": report.total_ms, "cv": None},
-                         end_to_end={}, notes=["imported from trtexec files: per-layer mean and median only (no "
-                                               "p10/p90/CV); no end-to-end latency; no roofline (the GPU's peaks "
-                                               "are not measured here)"])
+                         end_to_end={}, notes=[("imported from trtexec files: per-layer mean and median only (no "
+                                                "p10/p90/CV); no end-to-end latency; no roofline (the GPU's peaks "
+                                                "are not measured here)")])
     return TargetKernels(target=TENSORRT_IMPORTED, status="ok", kernels=kmap, profile=prof,
                          notes=[f"imported from {Path(profile).name}"
                                 + (f" and {Path(layer_info).name}" if layer_info else "")],

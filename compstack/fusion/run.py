@@ -9,16 +9,16 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from compstack.analysis.kernels import KernelMap, KernelProfile
 from compstack.core import ir as cir
 from compstack.core.config import Settings
 from compstack.core.inputs import input_sets, save_npz
-from compstack.run.jobs import Job, JobOutcome, pack_sets
-from compstack.analysis.kernels import KernelMap, KernelProfile
 from compstack.core.latency import LatencyConfig
-from compstack.run.executors import Executor, Limits, open_executor
-from compstack.run.tasks.kernels import Result as KernelsResult
-from compstack.ops._registry import origins_for
 from compstack.core.procs import run_tempdir
+from compstack.ops._registry import origins_for
+from compstack.run.executors import Executor, Limits, open_executor
+from compstack.run.jobs import Job, JobOutcome, pack_sets
+from compstack.run.tasks.kernels import Result as KernelsResult
 
 __all__ = ["KernelsOptions", "TargetKernels", "collect"]
 

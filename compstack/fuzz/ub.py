@@ -37,7 +37,7 @@ def integer_overflow(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]) -
         ins = [np.asarray(values[i]) if i else None for i in node.input]
         feeds: dict[str, np.ndarray] = {}
         names: list[str] = []
-        for k, (name, v) in enumerate(zip(node.input, ins)):
+        for k, (_name, v) in enumerate(zip(node.input, ins)):
             if v is None:
                 names.append("")
                 continue

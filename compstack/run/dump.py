@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from compstack.core import ir as cir
 from compstack import targets as registry
+from compstack.core import ir as cir
 from compstack.core.errors import UserError
+from compstack.core.procs import run_tempdir
+from compstack.ops._registry import origins_for
+from compstack.run.executors import Executor, Limits, open_executor
 from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.run.tasks.dump import stage_of as _stage_of
-from compstack.run.executors import Executor, Limits, open_executor
-from compstack.ops._registry import origins_for
-from compstack.core.procs import run_tempdir
 
 __all__ = ["DumpResult", "check_stages", "dump", "parse_spec", "resolve_text", "stage_list"]
 

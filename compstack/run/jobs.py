@@ -17,11 +17,14 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from compstack.core.errors import CompstackError, ToolError
+
+if TYPE_CHECKING:
+    from compstack.targets.base import Target
 
 __all__ = ["Job", "JobOutcome", "STAGES", "load_job_model", "pack_sets", "unpack_sets", "write_stages"]
 
@@ -180,7 +183,12 @@ def prepare_worker(cls: type) -> None:
         sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` raise ImportError
 
 
-def load_target_class(ref: str) -> type:
+def load_target_class(ref: str) -> type[Target]:
+    """The :class:`~compstack.targets.base.Target` subclass named by ``ref`` (``module:Class``).
+
+    Raises:
+        ImportError: the module does not import; AttributeError: it has no such class.
+    """
     module, _, cls = ref.partition(":")
     return getattr(importlib.import_module(module), cls)
 
@@ -273,7 +281,7 @@ def _external_bytes(model: Any) -> int:
                if isinstance(v.const_value, ir.ExternalTensor))
 
 
-def _apply_threads(cls: type, n: int) -> dict[str, Any]:
+def _apply_threads(cls: type[Target], n: int) -> dict[str, Any]:
     """The stack's thread knob for ``n`` threads (see :meth:`compstack.targets.base.Target.apply_threads`),
     as the row's ``flags["threads"]``; ``n == 0`` leaves every stack at its own default."""
     if n <= 0:

@@ -19,16 +19,16 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
-from compstack.core import ir as cir
 from compstack import targets as registry
+from compstack.core import ir as cir
 from compstack.core.config import settings
 from compstack.core.errors import UserError
 from compstack.core.inputs import input_sets, save_npz
+from compstack.core.procs import run_tempdir
+from compstack.ops._registry import origins_for
 from compstack.run.jobs import Job, pack_sets
 from compstack.run.runner import Limits, run_isolated
 from compstack.run.session import model_file, stack_model_file
-from compstack.ops._registry import origins_for
-from compstack.core.procs import run_tempdir
 
 __all__ = ["lower_to_folder"]
 

@@ -28,8 +28,16 @@ from compstack.core.procs import run_tempdir
 from compstack.ops._spec import CustomOp
 from compstack.run.executors import Limits, ProcessExecutor
 from compstack.run.jobs import Job
-from compstack.run.tasks.optest import (DEFAULT_TARGETS, KERNEL, CaseResult, Params, _cases, _run_kernel_column,
-                                        op_model, run_target)
+from compstack.run.tasks.optest import (
+    DEFAULT_TARGETS,
+    KERNEL,
+    CaseResult,
+    Params,
+    _cases,
+    _run_kernel_column,
+    op_model,
+    run_target,
+)
 
 __all__ = [
     "DEFAULT_TARGETS",

@@ -65,12 +65,11 @@ class WorkerProcess:
         Raises:
             RuntimeError: the worker died or did not get ready in ``timeout`` seconds.
         """
-        log = open(self.log_path, "ab")
         self.eof = False
-        self.proc = subprocess.Popen(python_module_argv(self.module, *self.args),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                     env={**os.environ, **self.env} if self.env else None, **child_kwargs())
-        log.close()
+        with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(python_module_argv(self.module, *self.args),
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                         env={**os.environ, **self.env} if self.env else None, **child_kwargs())
         self._buf = b""
         msg = self._read(timeout)
         if msg is None or "ready" not in msg:

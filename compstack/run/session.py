@@ -21,20 +21,21 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from compstack.core import ir as cir
 from compstack import targets as registry
 from compstack.analysis.numerics import compare_outputs
+from compstack.analysis.opstats import op_stats
+from compstack.core import ir as cir
 from compstack.core.config import Settings
 from compstack.core.errors import UserError
-from compstack.core.integrity import check_manifest
 from compstack.core.inputs import check_feeds, input_sets, save_npz
-from compstack.run.jobs import Job, JobOutcome, pack_sets
+from compstack.core.integrity import check_manifest
 from compstack.core.latency import LatencyConfig
-from compstack.analysis.opstats import op_stats
-from compstack.core.results import Report, Result, ResultsDB
-from compstack.run.executors import LOST as _LOST, Executor, Limits, open_executor
-from compstack.ops._registry import origins_for
 from compstack.core.procs import run_tempdir
+from compstack.core.results import Report, Result, ResultsDB
+from compstack.ops._registry import origins_for
+from compstack.run.executors import LOST as _LOST
+from compstack.run.executors import Executor, Limits, open_executor
+from compstack.run.jobs import Job, JobOutcome, pack_sets
 
 __all__ = ["CompareOptions", "StackModel", "compare", "model_file", "stack_model_file", "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
 
@@ -241,8 +242,8 @@ def _needs_common_ir(source: cir.SourceModel, name: str, opts: Mapping[str, str]
     if getattr(cls, "native_framework", "") == source.framework and opts.get("path", "auto") != "translated":
         return None
     return Result(target=name, status="unsupported", stage="import", error=source.import_error,
-                  notes=[f"{name} needs the common IR (ONNX), which could not be built; only a native "
-                         f"{source.framework} path runs this model"])
+                  notes=[(f"{name} needs the common IR (ONNX), which could not be built; only a native "
+                          f"{source.framework} path runs this model")])
 
 
 def _ref_of(name: str) -> str:
@@ -306,7 +307,7 @@ def compare(
         inputs={"seed": options.seed, "sets": len(sets), "source": origin,
                 "arrays": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in sets[0].items()}},
     )
-    expected = {v.name: v.dtype.numpy() for v in source.model.graph.outputs if v.dtype is not None}
+    expected = {v.name or "": v.dtype.numpy() for v in source.model.graph.outputs if v.dtype is not None}
     saved: dict[str, np.ndarray] = {}
     db.run_status(report, "running")
     status = "failed"
@@ -315,7 +316,7 @@ def compare(
         save_npz(inputs_path, pack_sets(sets))
         from compstack.core.threads import default_threads
 
-        common = dict(model_path=str(stack.path), fingerprint=stack.fingerprint, inputs_path=str(inputs_path),
+        common: dict[str, Any] = dict(model_path=str(stack.path), fingerprint=stack.fingerprint, inputs_path=str(inputs_path),
                       canonical_path=str(canonical) if canonical != stack.path else "",
                       cache_dir=str(settings.cache_dir) if options.cache else None, source=source.spec,
                       source_framework=source.framework, op_origins=origins_for(source.model),

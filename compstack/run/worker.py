@@ -32,10 +32,17 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from compstack.core.errors import (CompstackError, ToolTimeoutError, UnavailableError, UnsupportedError,
-                                   UserError)
-from compstack.run.jobs import (Job, JobOutcome, _apply_threads, _first_line, _tool_context, load_target_class,
-                                outcome_to_json, prepare_worker)
+from compstack.core.errors import CompstackError, ToolTimeoutError, UnavailableError, UnsupportedError, UserError
+from compstack.run.jobs import (
+    Job,
+    JobOutcome,
+    _apply_threads,
+    _first_line,
+    _tool_context,
+    load_target_class,
+    outcome_to_json,
+    prepare_worker,
+)
 
 __all__ = ["execute", "write_result", "current_job_file", "main"]
 

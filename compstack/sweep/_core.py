@@ -24,15 +24,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from compstack import targets as registry
-from compstack.run import session as S
+from compstack.analysis.opstats import op_stats
 from compstack.core.config import Settings
 from compstack.core.errors import UserError
 from compstack.core.inputs import save_npz
-from compstack.run.jobs import Job, JobOutcome, pack_sets
-from compstack.ops._registry import origins_for
-from compstack.analysis.opstats import op_stats
 from compstack.core.procs import run_tempdir
 from compstack.core.results import Report, Result, ResultsDB
+from compstack.ops._registry import origins_for
+from compstack.run import session as S
+from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.run.runner import Limits
 
 __all__ = ["DETERMINISTIC", "Executor", "JobKey", "Sweep", "SweepOptions", "run_sweep"]

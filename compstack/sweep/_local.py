@@ -8,8 +8,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from compstack.run.jobs import Job, JobOutcome
 from compstack.run.executors import Executor, Limits, open_executor
+from compstack.run.jobs import Job, JobOutcome
 
 __all__ = ["LocalExecutor"]
 

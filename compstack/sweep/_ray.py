@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from compstack.core.errors import UserError
-from compstack.run.jobs import Job, JobOutcome
 from compstack.run.executors import Limits
+from compstack.run.jobs import Job, JobOutcome
 
 __all__ = ["RAY_EXTRA_HINT", "RayExecutor"]
 

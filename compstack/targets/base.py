@@ -438,8 +438,9 @@ class Compiled:
         self.compile_s = 0.0
         self.tune_s = 0.0
         self.stages: dict[str, str | Callable[[], str]] = {}
-        self.input_names = [v.name for v in model.graph.inputs if not v.is_initializer()]
-        self.output_names = [v.name for v in model.graph.outputs]
+        # onnx_ir types Value.name as ``str | None``; a value read from ONNX always has one
+        self.input_names = [v.name or "" for v in model.graph.inputs if not v.is_initializer()]
+        self.output_names = [v.name or "" for v in model.graph.outputs]
 
     def as_text(self, stage: str | None = None) -> str:
         """Text of a post-compile stage (see :meth:`Lowered.as_text`)."""

@@ -213,7 +213,7 @@ class NodeContext:
     def _shape_of(self, value: ir.Value | None, label: str) -> tuple[int, ...]:
         if value is None or value.shape is None or not all(isinstance(d, int) for d in value.shape):
             raise UnsupportedError(f"{self._where()}: {label} has no static shape", [self.node.op_type])
-        return tuple(int(d) for d in value.shape)
+        return value.shape.numpy()
 
     def shape(self, i: int) -> tuple[int, ...]:
         """Static shape of input ``i``.
@@ -364,7 +364,7 @@ def interpret(
     for node in model.graph:
         domain = node.domain or ""
         version = _opset(model, domain)
-        args = [env[v.name] if v is not None else None for v in node.inputs]
+        args = [env[v.name or ""] if v is not None else None for v in node.inputs]
         statics = [a if isinstance(a, np.ndarray) else None for a in args]
         known = all(v is None or s is not None for v, s in zip(node.inputs, statics))
         if known and node.op_type not in _NO_FOLD and domain in ("", "ai.onnx"):
@@ -381,4 +381,4 @@ def interpret(
         for value, out in zip(node.outputs, outs):
             if value is not None and value.name:
                 env[value.name] = out
-    return [env[v.name] for v in model.graph.outputs]
+    return [env[v.name or ""] for v in model.graph.outputs]

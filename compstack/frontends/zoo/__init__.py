@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compstack.analysis.opstats import op_stats
 from compstack.core import ir as cir
 from compstack.core.errors import UserError
-from compstack.analysis.opstats import op_stats
 from compstack.frontends.zoo import _cache
 
 __all__ = ["ZOO_VERSION", "default_cache_dir", "describe", "framework", "info", "load", "names", "native"]

@@ -106,7 +106,7 @@ def pad(b: Builder, spec: OpSpec) -> None:
     mode = b.choice(["constant", "constant", "reflect", "edge", "wrap"])
     r = len(x.shape)
     pads = []
-    for half in range(2):
+    for _half in range(2):
         for d in x.shape:
             hi = d - 1 if mode == "reflect" else (d if mode == "wrap" else 2)
             pads.append(int(b.rng.integers(0, hi + 1)))

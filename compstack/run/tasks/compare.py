@@ -13,8 +13,16 @@ from typing import Any, Callable
 import numpy as np
 
 from compstack.core.errors import UnavailableError, UnsupportedError, UserError
-from compstack.run.jobs import (Job, JobOutcome, _first_line, _pending_stage, load_job_model, load_sets,
-                                record_thread_use, write_stages)
+from compstack.run.jobs import (
+    Job,
+    JobOutcome,
+    _first_line,
+    _pending_stage,
+    load_job_model,
+    load_sets,
+    record_thread_use,
+    write_stages,
+)
 
 __all__ = ["run"]
 
@@ -27,15 +35,15 @@ def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None]
     :func:`compstack.run.worker.execute`, which makes it the outcome; the outputs of
     input set 0 go to ``job.outputs_path`` (``.npz``, :func:`compstack.core.inputs.encode_arrays`)."""
     model = load_job_model(job, target, outcome)
-    from compstack.core.store import ArtifactCache, cache_key
     from compstack.core.latency import LatencyConfig, measure
+    from compstack.core.store import ArtifactCache, cache_key
 
     inputs = _load_sets(job.inputs_path)
     _check_dtypes(target, inputs[0] if inputs else {})
     if job.stages_dir:
         target.record_stages = True
     cacheable = job.cache_dir and target.cacheable and target.native is None
-    cache = ArtifactCache(Path(job.cache_dir) / "artifacts") if cacheable else None
+    cache = ArtifactCache(Path(job.cache_dir) / "artifacts") if cacheable and job.cache_dir else None
     key = cache_key(job.fingerprint, job.target, target.options.to_dict(), outcome.versions)
     compiled = None
     if cache is not None and job.stages_dir is None:
@@ -70,7 +78,7 @@ def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None]
     outputs = compiled.run(inputs[0])
     from compstack.core.inputs import encode_arrays
 
-    np.savez(job.outputs_path, **encode_arrays(outputs))
+    np.savez(job.outputs_path, **encode_arrays(outputs))  # type: ignore[arg-type]  # numpy stubs: ** may bind allow_pickle
     if job.latency is not None and not getattr(target, "measures_latency", True):
         outcome.extra.setdefault("notes", []).append(
             "no latency: each run starts the framework's own process (seconds of import, not the model's time)")

@@ -160,9 +160,9 @@ def run_case(case: Case, target: Any, cache: Any, versions: dict[str, str],
     import onnx
     import onnx_ir as ir
 
-    from compstack.core.store import cache_key
     from compstack.core.errors import UnsupportedError
-    
+    from compstack.core.store import cache_key
+
     t0 = time.perf_counter()
     stage = "import"
     try:
@@ -237,7 +237,7 @@ def _record_failure(cache: Any, target: Any, key: str, stage: str, exc: BaseExce
     """Remember a deterministic lower/compile failure (not timeouts or crashes, which
     kill the worker before this runs)."""
     from compstack.core.errors import ToolTimeoutError, UnsupportedError
-    
+
     if cache is None or isinstance(exc, ToolTimeoutError):
         return
     status = "unsupported" if isinstance(exc, UnsupportedError) else "failed"

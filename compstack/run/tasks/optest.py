@@ -204,8 +204,8 @@ def run_target(name: str, op: CustomOp, attrs: Mapping[str, Any], seed: int = 0,
     """
     if name == KERNEL:
         return _run_kernel_column(op, attrs, seed)
-    from compstack.core import ir as cir
     from compstack import targets as registry
+    from compstack.core import ir as cir
 
     cls = registry.get(name) if target is None else type(target)
     avail = cls.availability() if avail is None else avail

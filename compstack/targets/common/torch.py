@@ -42,7 +42,7 @@ def example_arrays(model: ir.Model, target: Any, refused: Callable[[str], bool])
         dtype = np.dtype(v.dtype.numpy())
         if refused(dtype.name):
             raise UnsupportedError(f"{target.name}: input '{v.name}' is {dtype.name}, which torch barely supports")
-        out.append(np.zeros(tuple(int(d) for d in v.shape), dtype))
+        out.append(np.zeros(v.shape.numpy(), dtype))
     return out
 
 

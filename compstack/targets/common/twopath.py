@@ -149,11 +149,12 @@ class TwoPathTarget(Target):
         from compstack.translate.fx import to_fx
 
         model = canonical_for_translation(model, feeds)
-        names = [v.name for v in model.graph.inputs if not v.is_initializer()]
+        names = [v.name or "" for v in model.graph.inputs if not v.is_initializer()]
         gm = to_fx(model)  # the FX GraphModule Inductor and TorchScript compile, called directly
         with torch.no_grad():
             got = gm(*[torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in names])
-        return {v.name: t.numpy() if hasattr(t, "numpy") else np.asarray(t) for v, t in zip(model.graph.outputs, got)}
+        return {v.name or "": t.numpy() if hasattr(t, "numpy") else np.asarray(t)
+                for v, t in zip(model.graph.outputs, got)}
 
     ops_note: ClassVar[str] = "compstack's converters of the translated path (a native source needs none)"
 
@@ -181,9 +182,9 @@ def specialize_inputs(model: ir.Model, given: Mapping[str, np.ndarray] | None) -
 
     fixed: dict[str, tuple[int, ...]] = {}
     for v in model.graph.inputs:
-        if v.is_initializer() or v.name not in given:
+        if v.is_initializer() or v.name is None or v.name not in given:
             continue
-        shape = tuple(np.shape(given[v.name]))
+        shape = tuple(np.shape(given[v.name]))  # type: ignore[arg-type]  # numpy stubs: _SupportsShape[Never]
         if v.shape is not None:
             dims = list(v.shape)
             if len(dims) != len(shape) or any(isinstance(d, int) and d != s for d, s in zip(dims, shape)):

@@ -25,6 +25,8 @@ __all__ = ["InductorCompiled", "InductorLowered"]
 class InductorLowered(Lowered):
     """The graph TorchDynamo captured, ready for Inductor."""
 
+    target: InductorCpuTarget
+
     def __init__(self, target: InductorCpuTarget, model: ir.Model, stages: dict[str, Any], optimized: Any,
                  capture: Capture, pack: Callable[[list[Any]], Any], names: list[str], path: str) -> None:
         super().__init__(target, model, stages)
@@ -69,6 +71,8 @@ class InductorLowered(Lowered):
 
 class InductorCompiled(Compiled):
     """The ``torch.compile``'d program with Inductor's compiled graph in place."""
+
+    target: InductorCpuTarget
 
     artifact_files = ("output_code.py",)
 
@@ -122,7 +126,7 @@ class InductorCompiled(Compiled):
 
         return kernel_map(self)
 
-    def profile_impl(self, inputs: list[np.ndarray], warmup: int, runs: int) -> Any:
+    def profile_impl(self, inputs: list[list[np.ndarray]], warmup: int, runs: int) -> Any:
         from compstack.targets.inductor.kernels import profile
 
         return profile(self, inputs, warmup, runs)  # type: ignore[arg-type]

@@ -36,13 +36,13 @@ import onnx_ir as ir
 
 from compstack.targets.base import Availability
 from compstack.targets.common.torch import example_arrays
-from compstack.targets.inductor.capture import NO_GRAPH, Capture
-from compstack.targets.inductor.program import InductorLowered
 from compstack.targets.common.twopath import (
     PathOptions,
     TwoPathTarget,
     canonical_for_translation,
 )
+from compstack.targets.inductor.capture import NO_GRAPH, Capture
+from compstack.targets.inductor.program import InductorLowered
 
 __all__ = ["InductorCpuTarget", "InductorCudaTarget", "InductorOptions"]
 
@@ -117,6 +117,7 @@ class InductorCpuTarget(TwoPathTarget):
     torch_device: ClassVar[str] = "cpu"
     description: ClassVar[str] = "TorchInductor (torch.compile); native for PyTorch sources, translated otherwise"
     Options = InductorOptions
+    options: InductorOptions
     stage_names: ClassVar[tuple[str, ...]] = ("fx", "post-grad", "output-code")
     compiled_stages: ClassVar[tuple[str, ...]] = ("post-grad", "output-code")
     stage_suffix: ClassVar[dict[str, str]] = {"fx": ".py", "post-grad": ".txt", "output-code": ".py"}
@@ -139,7 +140,7 @@ class InductorCpuTarget(TwoPathTarget):
             import torch
         except ImportError:
             return Availability(False, "torch is not installed: pip install 'compstack[all]'")
-        versions = {"torch": torch.__version__}
+        versions = {"torch": str(torch.__version__)}  # TorchVersion is a str subclass
         try:
             versions["triton"] = importlib.metadata.version("triton")
         except importlib.metadata.PackageNotFoundError:
@@ -207,7 +208,7 @@ class InductorCpuTarget(TwoPathTarget):
         import torch
 
         path = self.chosen_path()
-        names = [v.name for v in model.graph.inputs if not v.is_initializer()]
+        names = [v.name or "" for v in model.graph.inputs if not v.is_initializer()]
         examples = [torch.from_numpy(np.array(a)).to(self.torch_device)
                     for a in example_arrays(model, self, lambda d: d in _SKIP)]
         if path == "native":
@@ -234,7 +235,7 @@ class InductorCpuTarget(TwoPathTarget):
         with torch.no_grad():
             optimized(*args, **kwargs)
         if capture.graph is None:  # nothing to compile: outputs are inputs or constants
-            stages = {"fx": NO_GRAPH}
+            stages: dict[str, Any] = {"fx": NO_GRAPH}
         else:
             stages = {"fx": lambda: capture.graph.print_readable(print_output=False)}
         return InductorLowered(self, model, stages, optimized, capture, pack, names, path)

@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from compstack.analysis.kernels import GraphIndex, Kernel, KernelMap, ProfileSamples, build_map
 from compstack.core import tools
 from compstack.core.inputs import contiguous
-from compstack.analysis.kernels import GraphIndex, Kernel, KernelMap, ProfileSamples, build_map
 
 __all__ = ["kernel_map", "profile", "parse_locations", "dispatch_regions", "dispatch_calls"]
 

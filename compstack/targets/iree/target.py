@@ -110,7 +110,7 @@ class IreeLlvmCpuTarget(Target):
     stack = "iree"
     device = "cpu"
     description = "IREE, llvm-cpu backend, local-task runtime"
-    Options = IreeOptions
+    Options: ClassVar[type[TargetOptions]] = IreeOptions
     #: File suffix of each stage's text when written to disk.
     stage_suffix: ClassVar[dict[str, str]] = {s: ".mlir" for s in ("torch-onnx", "input", *_LAZY_PHASES)}
     stage_names = ("torch-onnx", "input", *_LAZY_PHASES)

@@ -71,7 +71,7 @@ def _rt(op: Any, key: str) -> str:
     info = op.get_rt_info()
     try:
         return str(info[key].astype(str))
-    except Exception:
+    except Exception:  # noqa: BLE001 - a missing key or an untyped value: the plugin raises its own types
         return ""
 
 
@@ -88,7 +88,7 @@ def _attrs(op: Any) -> str:
         return ""
     try:
         items = op.get_attributes()
-    except Exception:
+    except Exception:  # noqa: BLE001 - some ops' attributes have no Python binding (the plugin's own errors)
         return ""
     body = ", ".join(f"{k}={v}" for k, v in sorted(items.items()))
     return f" {{{body}}}" if body else ""
@@ -118,8 +118,8 @@ def runtime_text(model: Any) -> str:
             const.add(op.get_friendly_name())
     ops = [op for op in model.get_ordered_ops() if _rt(op, "layerType") != "Const"]
     ops.sort(key=lambda op: int(_rt(op, "execOrder") or 0))
-    lines = [f"# OpenVINO CPU executed graph: {len(ops)} layers (Const layers left out; [const]: "
-             "computed from constants only, at compile time)"]
+    lines = [(f"# OpenVINO CPU executed graph: {len(ops)} layers (Const layers left out; [const]: "
+              "computed from constants only, at compile time)")]
     for op in ops:
         tag = " [const]" if op.get_friendly_name() in const else ""
         ins = ", ".join(f"%{n.get_friendly_name()}" for n in _inputs(op))

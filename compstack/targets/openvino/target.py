@@ -123,7 +123,7 @@ class OpenVinoCpuTarget(Target):
         versions = {"openvino": release, "openvino-build": ov.__version__}
         try:
             devices = core().available_devices
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any start-up failure means "not available here"
             return Availability(False, f"openvino's Core does not start ({_first_line(exc)})", versions)
         if "CPU" not in devices:
             return Availability(False, f"this openvino lists no CPU device (devices: {', '.join(devices) or 'none'})",
@@ -180,6 +180,8 @@ class OpenVinoCpuTarget(Target):
 
 
 class _OvLowered(Lowered):
+    target: OpenVinoCpuTarget
+
     def __init__(self, target: OpenVinoCpuTarget, model: ir.Model, ov_model: Any) -> None:
         from compstack.targets.openvino.kernels import model_text
 
@@ -209,6 +211,7 @@ class _OvCompiled(Compiled):
     """
 
     artifact_files = ("model.blob",)
+    target: OpenVinoCpuTarget
 
     def __init__(self, target: Target, model: ir.Model, compiled_model: Any, blob: bytes) -> None:
         from compstack.targets.openvino.kernels import runtime_text

@@ -115,6 +115,7 @@ class OrtCpuTarget(Target):
     device = "cpu"
     description = "ONNX Runtime, CPU execution provider"
     Options = OrtOptions
+    options: OrtOptions
     stage_names = ("onnx", "optimized")
     compiled_stages = ("optimized",)
     #: ``GraphOptimizationLevel.ORT_DISABLE_ALL``.
@@ -189,6 +190,8 @@ class OrtCpuTarget(Target):
 
 
 class _OrtLowered(Lowered):
+    target: OrtCpuTarget
+
     def __init__(self, target: OrtCpuTarget, model: ir.Model, proto: onnx.ModelProto) -> None:
         super().__init__(target, model, {"onnx": lambda: cir.to_text(model)})
         self.proto = proto

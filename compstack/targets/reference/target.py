@@ -112,6 +112,7 @@ class ReferenceTarget(Target):
     device = "cpu"
     description = "ONNX reference evaluator (NumPy), float64 by default: the oracle"
     Options = ReferenceOptions
+    options: ReferenceOptions
     stage_names = ("onnx",)
     supported_dtypes = PLAIN_DTYPES | {"object", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
                                        "float8_e5m2fnuz", "int4", "uint4", "float4_e2m1fn"}
@@ -153,6 +154,7 @@ class _RefLowered(Lowered):
 
 class _RefCompiled(Compiled):
     artifact_files = ("model.onnx",)
+    target: ReferenceTarget
 
     def __init__(self, target: Target, model: ir.Model, proto: onnx.ModelProto) -> None:
         super().__init__(target, model)

@@ -130,7 +130,7 @@ class TvmLlvmTarget(Target):
     stage_suffix: ClassVar[dict[str, str]] = {
         "relax": ".py", "relax-fused": ".py", "relax-final": ".py", "tir": ".py", "tir-lowered": ".py",
         "llvm": ".ll", "asm": ".s"}
-    stage_names = ("relax", "relax-fused", "relax-final", "tir", "tir-lowered", "llvm", "asm")
+    stage_names: ClassVar[tuple[str, ...]] = ("relax", "relax-fused", "relax-final", "tir", "tir-lowered", "llvm", "asm")
     #: ``PassContext(opt_level=0)``.
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"opt_level": "0"}}
     #: ``PassContext(disabled_pass=[...])`` (see :meth:`applied_passes`).
@@ -150,7 +150,7 @@ class TvmLlvmTarget(Target):
         structural hash before and after each pass: :meth:`Lowered.passes`)."""
         records = self.lower(model).passes("changed") or []
         return list(dict.fromkeys(r.name for r in records if r.changed))
-    compiled_stages = ("relax-final", "tir", "tir-lowered", "llvm", "asm")
+    compiled_stages: ClassVar[tuple[str, ...]] = ("relax-final", "tir", "tir-lowered", "llvm", "asm")
 
     options: TvmOptions
     #: ``tvm.device`` kind the artifacts run on, and the Relax backend package.

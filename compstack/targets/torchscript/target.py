@@ -49,12 +49,12 @@ import onnx_ir as ir
 
 from compstack.targets.base import Availability, Compiled
 from compstack.targets.common.torch import example_arrays
-from compstack.targets.torchscript.stages import TorchScriptCompiled, TorchScriptLowered, _graph_text
 from compstack.targets.common.twopath import (
     PathOptions,
     TwoPathTarget,
     canonical_for_translation,
 )
+from compstack.targets.torchscript.stages import TorchScriptCompiled, TorchScriptLowered, _graph_text
 
 __all__ = ["CAPTURES", "TorchScriptCpuTarget", "TorchScriptOptions"]
 

@@ -93,6 +93,7 @@ class TensorRTTarget(Target):
     device = "cuda"
     description = "NVIDIA TensorRT engine (ONNX parser), CUDA"
     Options = TrtOptions
+    options: TrtOptions
     stage_names = ("onnx", "layers")
     compiled_stages = ("layers",)
     stage_suffix = {"layers": ".json"}
@@ -183,6 +184,7 @@ def _torch_dtype(trt: Any, dtype: Any) -> Any:
 
 class _TrtCompiled(Compiled):
     artifact_files = ("model.engine",)
+    _runtime: Any = None  # set by load(): keeps the TensorRT runtime alive as long as the engine
 
     def __init__(self, target: Target, model: ir.Model, plan: bytes, engine: Any) -> None:
         super().__init__(target, model)

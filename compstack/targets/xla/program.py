@@ -51,7 +51,7 @@ def _input_specs(model: ir.Model, given: dict[str, np.ndarray] | None = None) ->
             continue
         if v.shape is None or v.dtype is None or not all(isinstance(d, int) for d in v.shape):
             raise UnsupportedError(f"xla: input '{v.name}' has no static shape; give --input-shape")
-        specs.append(jax.ShapeDtypeStruct(tuple(int(d) for d in v.shape), np.dtype(v.dtype.numpy())))
+        specs.append(jax.ShapeDtypeStruct(v.shape.numpy(), np.dtype(v.dtype.numpy())))
     return specs
 
 
@@ -88,6 +88,8 @@ def _translated_call(params: dict[str, Any]) -> Callable[[Any, list[Any]], list[
 class XlaLowered(Lowered):
     """A ``jax.stages.Lowered`` and how to call what it compiles to."""
 
+    target: XlaCpuTarget
+
     def __init__(self, target: XlaCpuTarget, model: ir.Model, stages: dict[str, Any], lowered: Any,
                  call: Callable[[Any, list[Any]], list[Any]], export_fn: Any, export_args: Any, path: str) -> None:
         super().__init__(target, model, stages)
@@ -102,9 +104,8 @@ class XlaLowered(Lowered):
         return _x64(self.path == "translated" or bool(getattr(self.target.options, "x64", False)))
 
     def compile_impl(self) -> XlaCompiled:
-        from compstack.targets.xla.cache import use_store
-
         from compstack.targets.common.twopath import seal_cache_dir
+        from compstack.targets.xla.cache import use_store
 
         folder = use_store(self.target.cache_root)
         with self.x64():
@@ -127,6 +128,8 @@ class XlaLowered(Lowered):
 class XlaCompiled(Compiled):
     """A ``jax.stages.Compiled`` executable."""
 
+    target: XlaCpuTarget
+
     artifact_files = ("model.jax_export",)
 
     def __init__(self, target: XlaCpuTarget, model: ir.Model, compiled: Any, lowered: XlaLowered) -> None:
@@ -140,10 +143,10 @@ class XlaCompiled(Compiled):
             return [np.asarray(o) for o in self.lowered.call(self.compiled, inputs)]
 
     def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
-        import jax
-
         import contextlib
         import functools
+
+        import jax
 
         device = self.target._device()
         with self.lowered.x64():

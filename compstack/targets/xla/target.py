@@ -29,7 +29,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, cast
 
 import numpy as np
 import onnx_ir as ir
@@ -88,6 +88,7 @@ class XlaCpuTarget(TwoPathTarget):
     jax_platform: ClassVar[str] = "cpu"
     description: ClassVar[str] = "XLA via JAX (jax.jit); native for JAX sources, translated otherwise"
     Options = XlaOptions
+    options: XlaOptions
     stage_names: ClassVar[tuple[str, ...]] = ("stablehlo", "hlo", "hlo-optimized")
     compiled_stages: ClassVar[tuple[str, ...]] = ("hlo-optimized",)
     stage_suffix: ClassVar[dict[str, str]] = {"stablehlo": ".mlir", "hlo": ".hlo", "hlo-optimized": ".hlo"}
@@ -162,6 +163,7 @@ class XlaCpuTarget(TwoPathTarget):
                 a, k = native.pack(list(xs))
                 return native.fn(*a, **k)
 
+            export_args: tuple[tuple[Any, ...], dict[str, Any]]
             export_fn, export_args = jax.jit(flat), (tuple(specs), {})
         else:
             from compstack.translate.jax import to_jax
@@ -204,7 +206,7 @@ class XlaCpuTarget(TwoPathTarget):
 
         from compstack.targets.xla.cache import use_store
 
-        lowered = self.lower(model)
+        lowered = cast("XlaLowered", self.lower(model))  # lower() returns what lower_impl built
         use_store(None)  # JAX's cache key leaves the dump options out: a hit would run no pass, dump nothing
         try:
             with tempfile.TemporaryDirectory(prefix="compstack-xladump-") as tmp:

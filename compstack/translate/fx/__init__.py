@@ -71,8 +71,9 @@ def to_fx(model: ir.Model) -> Any:
     env: dict[str, Any] = {}
     for value in model.graph.inputs:
         if not value.is_initializer():
-            env[value.name] = fx.Proxy(graph.placeholder(py_name(value.name)), tracer)
+            env[value.name or ""] = fx.Proxy(graph.placeholder(py_name(value.name or "")), tracer)
     for name, value in model.graph.initializers.items():
+        assert value.const_value is not None  # an initializer read from ONNX holds its tensor
         arr = value.const_value.numpy()
         if static_initializer(value):
             env[name] = arr

@@ -84,10 +84,11 @@ def to_jax(model: ir.Model) -> JaxProgram:
     statics: dict[str, np.ndarray] = {}
     params: dict[str, np.ndarray] = {}
     for name, value in model.graph.initializers.items():
+        assert value.const_value is not None  # an initializer read from ONNX holds its tensor
         arr = value.const_value.numpy()
         (statics if static_initializer(value) else params)[name] = arr
-    input_names = [v.name for v in model.graph.inputs if not v.is_initializer()]
-    output_names = [v.name for v in model.graph.outputs]
+    input_names = [v.name or "" for v in model.graph.inputs if not v.is_initializer()]
+    output_names = [v.name or "" for v in model.graph.outputs]
 
     def fn(p: dict[str, Any], *inputs: Any) -> tuple[Any, ...]:
         env: dict[str, Any] = {**statics, **p, **dict(zip(input_names, inputs))}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -57,6 +58,7 @@ def _register_unary(op: str, fn) -> None:
     convert.__name__ = f"convert_{op.lower()}"
 
 
+_fn: Any  # the loops of this module bind jnp functions whose stub types differ (ufunc, BinaryUfunc, plain)
 for _op, _fn in _UNARY.items():
     _register_unary(_op, _fn)
 

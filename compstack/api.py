@@ -178,9 +178,8 @@ def compare(model: ModelLike, targets: str | Sequence[str] | None = None, *, opt
         UserError: bad model, targets, options or output paths.
     """
     from compstack import targets as registry
-    from compstack.run.session import compare as run_compare
-
     from compstack.core.errors import UserError
+    from compstack.run.session import compare as run_compare
 
     if options is not None and not isinstance(options, CompareOptions):
         raise UserError(f"compare: options must be a CompareOptions, not {type(options).__name__}")

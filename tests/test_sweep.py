@@ -153,6 +153,13 @@ def test_cli_sweep_json_and_last_matrix(models: list[str], tmp_path: Path, isola
     assert p.returncode == 0, p.stderr
     last = json.loads(p.stdout)
     assert last["sweep_id"] == out["sweep_id"] and last["matrix"][models[0]]["reference"]["status"] == "ok"
+    page = tmp_path / "sweep.html"
+    p = run_cli("report", "--sweep", "-o", str(page))
+    assert p.returncode == 0 and out["sweep_id"] in p.stdout, p.stderr
+    html = page.read_text()
+    assert f"sweep {out['sweep_id']}" in html and "<script" not in html and "http" not in html.split("</head>")[0]
+    speed = out["matrix"][models[0]]["ort-cpu"]["speedup"]
+    assert f"{speed:.3g}×" in html and html.count('class="status s-ok"') == 4  # 2 models x 2 targets
 
 
 def test_cli_ray_errors_are_one_line(models: list[str], isolated_env: Path) -> None:

@@ -17,7 +17,7 @@ __all__ = ["report"]
 @click.option("--last", is_flag=True, help="The newest run in the database (the default).")
 @click.option("--run", "run_id", metavar="ID", help="The run with this id (see `compare --json`: run_id).")
 @click.option("--sweep", is_flag=True,
-              help="Name the newest stored sweep (its matrix: `compstack sweep --last --matrix`).")
+              help="The newest stored sweep: its matrix as the page with -o, else one line naming it.")
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="The HTML file to write.")
 @db_option()
 def report(last: bool, run_id: str | None, sweep: bool, out: str | None, db: str | None) -> None:
@@ -29,9 +29,17 @@ def report(last: bool, run_id: str | None, sweep: bool, out: str | None, db: str
 
     cfg = settings(db=db)
     if sweep:
-        from compstack.report.html import sweep_line
+        if not out:
+            from compstack.report.html import sweep_line
 
-        click.echo(sweep_line(cfg.db))
+            click.echo(sweep_line(cfg.db))
+            return
+        check_writable_file(out, "-o")
+        from compstack.report.html import write_sweep_report
+
+        summary, size = write_sweep_report(cfg.db, Path(out))
+        click.echo(f"wrote {out} ({size / 1024:.1f} KiB): sweep {summary['sweep_id']} "
+                   f"({len(summary['models'])} models x {len(summary['targets'])} targets)")
         return
     if last and run_id:
         raise UserError("--last and --run: give one of them")

@@ -20,7 +20,8 @@ from typing import Any
 from compstack.core.errors import UserError
 from compstack.report import svg
 
-__all__ = ["ConformanceData", "RunData", "load_run", "render", "sweep_line", "write_report"]
+__all__ = ["ConformanceData", "RunData", "load_run", "render", "render_sweep", "sweep_line", "write_report",
+           "write_sweep_report"]
 
 _TEMPLATE = Path(__file__).parent / "templates" / "report.html.j2"
 #: Conformance cases listed in the matrix at most (cases every target passed are not listed).
@@ -273,10 +274,51 @@ def write_report(db: Path, out: Path, run_id: str | None = None) -> tuple[RunDat
     return data, len(page)
 
 
+def render_sweep(summary: dict[str, Any], db: Path) -> str:
+    """The page of a stored sweep (:func:`compstack.sweep.summary_of_db`'s ``summary``):
+    its models x targets matrix (status, median ms, speed-up over the baseline), the
+    geometric-mean speed-ups and the rows by status, as one self-contained HTML string
+    (inline CSS, no script)."""
+    import jinja2
+
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = lambda x, spec=".4g": "-" if x is None else format(x, spec)
+    executor = summary.get("executor")
+    template = env.from_string((_TEMPLATE.parent / "sweep.html.j2").read_text(encoding="utf-8"))
+    return template.render(s=summary, targets=list(summary["targets"]), baseline=summary["baseline"], db=str(db),
+                           executor=executor.get("name", "") if isinstance(executor, dict) else (executor or ""),
+                           generated=_when(datetime.datetime.now(datetime.timezone.utc).timestamp()))
+
+
+def write_sweep_report(db: Path, out: Path, sweep_id: str | None = None) -> tuple[dict[str, Any], int]:
+    """Render sweep ``sweep_id`` (None: the newest) of ``db`` to ``out``; returns its
+    summary and the file's size in bytes.
+
+    Raises:
+        UserError: no database, no such sweep, or ``out`` cannot be written.
+    """
+    from compstack.core.results import ResultsDB
+    from compstack.sweep import summary_of_db
+
+    if not Path(db).exists():
+        raise UserError(f"no results database at {db} (run `compstack sweep` first)")
+    store = ResultsDB(db)
+    try:
+        summary = summary_of_db(store, sweep_id)
+    finally:
+        store.close()
+    page = render_sweep(summary, Path(db)).encode("utf-8")
+    try:
+        out.write_bytes(page)
+    except OSError as exc:
+        raise UserError(f"-o {out}: cannot write ({exc.strerror or exc})") from None
+    return summary, len(page)
+
+
 def sweep_line(db: Path) -> str:
-    """``compstack report --sweep``: one line naming the newest stored sweep (no HTML
-    page for sweeps yet: ``compstack sweep --last --matrix`` prints its matrix), or
-    saying there is none."""
+    """``compstack report --sweep`` without ``-o``: one line naming the newest stored
+    sweep (``-o FILE.html`` renders its page; ``compstack sweep --last --matrix`` prints
+    its matrix), or saying there is none."""
     from compstack.core.results import ResultsDB
 
     store = ResultsDB(db) if Path(db).exists() else None
@@ -290,4 +332,5 @@ def sweep_line(db: Path) -> str:
     last = sweeps[-1]
     n_models, n_targets = len(json.loads(last["models_json"] or "[]")), len(json.loads(last["targets_json"] or "[]"))
     return (f"newest sweep {last['sweep_id']} ({last['status']}, {n_models} models x {n_targets} targets, "
-            f"{last['executor']}): `compstack sweep --last --matrix` prints its matrix")
+            f"{last['executor']}): `compstack report --sweep -o FILE.html` renders it, "
+            "`compstack sweep --last --matrix` prints its matrix")

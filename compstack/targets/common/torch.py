@@ -13,7 +13,7 @@ import onnx_ir as ir
 
 from compstack.core.errors import UnsupportedError
 
-__all__ = ["example_arrays", "profiled_events", "unique_ids"]
+__all__ = ["example_arrays", "profiled_events"]
 
 
 def example_arrays(model: ir.Model, target: Any, refused: Callable[[str], bool]) -> list[np.ndarray]:
@@ -66,16 +66,3 @@ def profiled_events(compiled: Any, inputs: list[list[np.ndarray]], warmup: int, 
     return prof.events()
 
 
-def unique_ids(names: list[str]) -> list[str]:
-    """``names`` made unique in order: a name that occurs more than once gets ``#0``,
-    ``#1``... (kernel ids of a kernel map)."""
-    total: dict[str, int] = {}
-    for n in names:
-        total[n] = total.get(n, 0) + 1
-    seen: dict[str, int] = {}
-    out = []
-    for n in names:
-        i = seen.get(n, 0)
-        seen[n] = i + 1
-        out.append(n if total[n] == 1 else f"{n}#{i}")
-    return out

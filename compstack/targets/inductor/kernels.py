@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from compstack.analysis.kernel_ids import unique_ids
 from compstack.analysis.kernels import GraphIndex, Kernel, KernelMap, ProfileSamples, build_map
-from compstack.targets.common.torch import unique_ids
 
 __all__ = ["compile_with_kernels", "kernel_map", "profile"]
 

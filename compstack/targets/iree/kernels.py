@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from compstack.analysis.kernel_ids import unique_ids
 from compstack.analysis.kernels import GraphIndex, Kernel, KernelMap, ProfileSamples, build_map
 from compstack.core import tools
 from compstack.core.inputs import contiguous
@@ -171,17 +172,6 @@ def _phases(compiled: Any) -> tuple[str, str]:
     return dc.read_text(), (scratch.path / "flow-kernels.mlir").read_text()
 
 
-def _ids(exports: list[str]) -> list[str]:
-    total: dict[str, int] = {}
-    for e in exports:
-        total[e] = total.get(e, 0) + 1
-    seen: dict[str, int] = {}
-    out = []
-    for e in exports:
-        i = seen.get(e, 0)
-        seen[e] = i + 1
-        out.append(e if total[e] == 1 else f"{e}#{i}")
-    return out
 
 
 def kernel_map(compiled: Any) -> KernelMap:
@@ -197,7 +187,7 @@ def kernel_map(compiled: Any) -> KernelMap:
         regions = []
     exports = [export for _, export, _ in calls]
     kernels = []
-    for i, (kid, (exe, export, site_locs)) in enumerate(zip(_ids(exports), calls)):
+    for i, (kid, (exe, export, site_locs)) in enumerate(zip(unique_ids(exports), calls)):
         names = set(site_locs) | (regions[i] if regions else set())
         kind = "copy" if _COPY.search(export) else "generated"
         kernels.append(Kernel(kid, kind, sorted(names), detail={"executable": exe, "export": export}))

@@ -31,6 +31,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from compstack.analysis.kernel_ids import unique_ids
 from compstack.analysis.kernels import GraphIndex, Kernel, KernelMap, ProfileSamples, build_map
 
 __all__ = ["named_bindings", "binding_name", "kernel_map", "profile"]
@@ -197,18 +198,6 @@ def _final_calls(final: Any) -> list[str]:
     return out
 
 
-def _site_ids(calls: list[str]) -> list[str]:
-    """Kernel ids of a call sequence: the name, with ``#N`` when the name repeats."""
-    total: dict[str, int] = {}
-    for c in calls:
-        total[c] = total.get(c, 0) + 1
-    seen: dict[str, int] = {}
-    out = []
-    for c in calls:
-        i = seen.get(c, 0)
-        seen[c] = i + 1
-        out.append(c if total[c] == 1 else f"{c}#{i}")
-    return out
 
 
 def kernel_map(compiled: Any) -> KernelMap:
@@ -234,7 +223,7 @@ def kernel_map(compiled: Any) -> KernelMap:
             notes.append(f"{func}: {len(groups)} call sites before FuseTIR, {kept[func]} in the final module; "
                          "the first ones are kept")
     used: dict[str, int] = {}
-    for kid, func in zip(_site_ids(calls), calls):
+    for kid, func in zip(unique_ids(calls), calls):
         i = used.get(func, 0)
         used[func] = i + 1
         groups = per_func.get(func, [])

@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from compstack.analysis.kernel_ids import unique_ids
 from compstack.analysis.kernels import GraphIndex, Kernel, KernelMap, ProfileSamples, build_map
-from compstack.targets.common.torch import unique_ids
 
 __all__ = ["NodeInfo", "kernel_map", "kernel_nodes", "node_info", "profile"]
 

@@ -70,6 +70,7 @@ def _add_commands() -> None:
         cache,
         compare,
         conformance,
+        daemon,
         diff,
         dump,
         explain,
@@ -87,7 +88,7 @@ def _add_commands() -> None:
     for command in (compare.compare, compare.run, lower.lower, targets.targets, targets.stages, zoo.frontends,
                     zoo.zoo, dump.dump, diff.diff, conformance.conformance, report.report, sweep.sweep,
                     import_profile.import_profile, ops.ops, fusion.fusion, fusion.profile, explain.explain,
-                    explain.reduce, explain.bisect, fuzz.fuzz, cache.cache):
+                    explain.reduce, explain.bisect, fuzz.fuzz, cache.cache, daemon.daemon):
         cli.add_command(command)
 
 

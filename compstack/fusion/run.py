@@ -115,7 +115,7 @@ def collect(source: cir.SourceModel, options: KernelsOptions, settings: Settings
     from compstack.run.session import model_file
 
     model_path = model_file(source, settings.cache_dir)
-    executor, owned = open_executor(options.executor, options.isolate)
+    executor, owned = open_executor(options.executor, options.isolate, multi=len(options.targets) > 1)
     work = run_tempdir("compstack-kernels-")
     rows = []
     try:

@@ -10,6 +10,9 @@ its :class:`~compstack.run.jobs.JobOutcome`; it never raises for the stack's sak
 * :class:`PoolExecutor` (``pool``): long-lived workers (``--serve``), one set per target
   (and thread count, custom-op origins), reused across jobs, so a stack's import is paid
   once; a worker is restarted after a crash, hang or memory overrun.
+* :class:`~compstack.run.daemon.DaemonExecutor` (``daemon``, the default of multi-target
+  commands): the pool's workers kept by a background server across commands, so a warm
+  re-run imports no stack (:mod:`compstack.run.daemon`).
 
 Status words, the same for every isolating executor: past ``Limits.timeout_s`` (wall
 clock) the worker's process group is killed and the job is ``timeout``; when the
@@ -37,7 +40,7 @@ from typing import Any
 from compstack.core.procs import child_kwargs, kill_group, python_module_argv, run_tempdir, tree_rss_bytes
 from compstack.run.jobs import Job, JobOutcome
 
-__all__ = ["Executor", "InlineExecutor", "Limits", "PoolExecutor", "ProcessExecutor", "EXECUTORS",
+__all__ = ["Executor", "InlineExecutor", "Limits", "PoolExecutor", "ProcessExecutor", "EXECUTORS", "EXECUTOR_NAMES",
            "make_executor", "open_executor", "LOST"]
 
 #: Statuses an executor gives a job whose worker it lost (killed or died).
@@ -223,17 +226,23 @@ class PoolExecutor(Executor):
     Args:
         start_timeout_s: seconds a worker may take to start (:data:`POOL_START_TIMEOUT_S`).
         poll_s: how often a busy worker's memory is sampled, seconds.
+        max_idle: idle workers kept per key (None: all); a worker returned beyond it is
+            stopped, so a burst of parallel jobs leaves one warm worker per target, not one
+            per job (the daemon keeps 1).
     """
 
     name = "pool"
 
-    def __init__(self, start_timeout_s: float = POOL_START_TIMEOUT_S, poll_s: float = 0.05) -> None:
+    def __init__(self, start_timeout_s: float = POOL_START_TIMEOUT_S, poll_s: float = 0.05,
+                 max_idle: int | None = None) -> None:
         self.start_timeout_s = start_timeout_s
         self.poll_s = poll_s
+        self.max_idle = max_idle
         self._idle: dict[tuple[Any, ...], list[Any]] = {}
         self._all: list[Any] = []
         self._lock = threading.Lock()
         self._work: Path | None = None
+        self._count = 0
         self.restarts = 0
 
     @staticmethod
@@ -252,7 +261,8 @@ class PoolExecutor(Executor):
                 return idle.pop()
             if self._work is None:
                 self._work = run_tempdir("compstack-pool-")
-            n = len(self._all)
+            n = self._count  # never reused: a restarted worker re-reads its spec
+            self._count += 1
             spec = self._work / f"spec{n}.json"
             spec.write_text(json.dumps({"target_ref": job.target_ref}))
             from compstack.core.threads import thread_env
@@ -266,7 +276,12 @@ class PoolExecutor(Executor):
 
     def _checkin(self, w: Any) -> None:
         with self._lock:
-            self._idle.setdefault(w.key, []).append(w)
+            idle = self._idle.setdefault(w.key, [])
+            if self.max_idle is not None and len(idle) >= self.max_idle:
+                w.kill()
+                self._all.remove(w)
+                return
+            idle.append(w)
 
     def ready(self, job: Job) -> dict[str, Any]:
         """The ``ready`` message of a worker for ``job``'s target (``versions``,
@@ -283,12 +298,15 @@ class PoolExecutor(Executor):
         finally:
             self._checkin(w)
 
-    def run(self, job: Job, limits: Limits = Limits()) -> JobOutcome:
+    def run(self, job: Job, limits: Limits = Limits(), cancel: threading.Event | None = None) -> JobOutcome:
+        """As :meth:`Executor.run`; ``cancel``, when set while the job runs, kills its
+        worker (the daemon sets it when the job's client goes away)."""
         job_file = _prepare(job)
         w = self._checkout(job)
         try:
             start = w.log_path.stat().st_size if w.log_path.exists() else 0
-            reply = w.request(str(job_file), limits.timeout_s, limits.memory_mb, self.start_timeout_s, self.poll_s)
+            reply = w.request(str(job_file), limits.timeout_s, limits.memory_mb, self.start_timeout_s, self.poll_s,
+                              cancel)
             log = _log_tail(w.log_path, start=start)
             if reply.status == "ok":
                 result = _read_result(job, log)
@@ -320,8 +338,12 @@ class PoolExecutor(Executor):
                 self._work = None
 
 
-#: Executor name -> class.
+#: Executor name -> class; ``daemon`` (:class:`compstack.run.daemon.DaemonExecutor`, which
+#: builds on the classes above) adds itself when :mod:`compstack.run.daemon` is imported,
+#: which :func:`make_executor` does.
 EXECUTORS: dict[str, type[Executor]] = {"inline": InlineExecutor, "process": ProcessExecutor, "pool": PoolExecutor}
+#: Every executor's name.
+EXECUTOR_NAMES = ("inline", "process", "pool", "daemon")
 
 
 def make_executor(name: str) -> Executor:
@@ -330,12 +352,14 @@ def make_executor(name: str) -> Executor:
     Raises:
         ValueError: an unknown name.
     """
+    import compstack.run.daemon  # noqa: F401 - registers "daemon"
+
     if name not in EXECUTORS:
         raise ValueError(f"unknown executor '{name}' (known: {', '.join(EXECUTORS)})")
     return EXECUTORS[name]()
 
 
-def open_executor(choice: "str | Executor", isolate: bool = True) -> tuple[Executor, bool]:
+def open_executor(choice: "str | Executor", isolate: bool = True, multi: bool = False) -> tuple[Executor, bool]:
     """The executor a command runs its jobs on, and whether the command owns it (and so
     closes it when done).
 
@@ -343,8 +367,11 @@ def open_executor(choice: "str | Executor", isolate: bool = True) -> tuple[Execu
         choice: an :class:`Executor` (the caller's: reused across commands, not closed
             here), an executor name, or ``""`` for the default: ``inline`` when
             ``isolate`` is False (``--no-isolate``), else the ``COMPSTACK_EXECUTOR``
-            environment variable when set (``process`` or ``pool``), else ``process``.
+            environment variable when set (``process``, ``pool`` or ``daemon``), else
+            ``daemon`` for a command of several targets (``multi``: workers kept warm
+            across commands, :mod:`compstack.run.daemon`) and ``process`` for one.
         isolate: False asks for ``inline`` when ``choice`` is ``""``.
+        multi: the command runs jobs of more than one target.
 
     Raises:
         ValueError: an unknown executor name.
@@ -353,7 +380,8 @@ def open_executor(choice: "str | Executor", isolate: bool = True) -> tuple[Execu
     if isinstance(choice, Executor):
         return choice, False
     if not choice:
-        choice = (os.environ.get("COMPSTACK_EXECUTOR", "") or "process") if isolate else "inline"
+        default = "daemon" if multi else "process"
+        choice = (os.environ.get("COMPSTACK_EXECUTOR", "") or default) if isolate else "inline"
     try:
         return make_executor(choice), True
     except ValueError as exc:

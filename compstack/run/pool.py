@@ -106,7 +106,7 @@ class WorkerProcess:
         return json.loads(line)
 
     def request(self, line: str, timeout: float, memory_mb: int = 0, start_timeout: float = 120.0,
-                poll_s: float = 0.05) -> "Reply":
+                poll_s: float = 0.05, cancel: threading.Event | None = None) -> "Reply":
         """Send one request line and wait for its ``result`` message, under limits.
 
         The worker is (re)started first when it is not running. Past ``timeout`` seconds
@@ -121,7 +121,9 @@ class WorkerProcess:
             timeout: seconds for this request.
             memory_mb: resident-memory limit in MiB (0: none).
             start_timeout: seconds a (re)started worker may take to say ``ready``.
-            poll_s: how often memory is sampled, seconds.
+            poll_s: how often memory (and ``cancel``) is checked, seconds.
+            cancel: when set (the job's client went away), the worker is killed and the
+                request ends ``crashed`` with ``error`` ``cancelled``.
 
         Returns:
             A :class:`Reply`: ``status`` ``ok`` with the worker's ``result`` message, or
@@ -150,13 +152,16 @@ class WorkerProcess:
         killed = ""
         while True:
             left = deadline - time.monotonic()
-            msg = self._read(max(0.0, min(left, poll_s) if limit else left))
+            msg = self._read(max(0.0, min(left, poll_s) if limit or cancel is not None else left))
             now = time.perf_counter()
             if msg is not None and ("progress" in msg or "result" in msg):  # time per stage, seen from here
                 spent[stage] = round(spent.get(stage, 0.0) + now - mark, 4)
                 mark = now
             if msg is None:
                 if self.eof:
+                    break
+                if cancel is not None and cancel.is_set():
+                    killed = "cancelled"
                     break
                 if time.monotonic() >= deadline:
                     killed = "timeout"
@@ -173,6 +178,13 @@ class WorkerProcess:
             elif "result" in msg:
                 return Reply("ok", stage, result=msg["result"], stage_seconds=spent,
                              seconds=round(time.perf_counter() - t0, 4))
+        return self._ended(killed, stage, peak, time.perf_counter() - t0, spent)
+
+    def _ended(self, killed: str, stage: str, peak: int, seconds: float, spent: dict[str, float]) -> "Reply":
+        """The :class:`Reply` of a request without a result: the worker is reaped (it closed
+        its pipe) or was to be killed (``killed``: ``timeout``, ``oom``, ``cancelled``), and is
+        killed now; the next request restarts it."""
+        assert self.proc is not None
         if self.eof and not killed:  # the worker closed its pipe: it is dying; reap it to learn how
             try:
                 self.proc.wait(timeout=10)
@@ -183,7 +195,9 @@ class WorkerProcess:
             killed = "timeout"
         self.kill()
         self.restarts += 1
-        seconds = round(time.perf_counter() - t0, 4)
+        seconds = round(seconds, 4)
+        if killed == "cancelled":
+            return Reply("crashed", stage, error="cancelled", seconds=seconds, stage_seconds=spent)
         if killed:
             return Reply(killed, stage, peak_mb=peak / 2**20, seconds=seconds, stage_seconds=spent)
         return Reply("crashed", stage, returncode=rc, seconds=seconds, stage_seconds=spent)

@@ -293,7 +293,7 @@ def compare(
         raise
     ref_name, ref_opts = _pick_reference(source, options.reference)
     try:
-        executor, owned = open_executor(options.executor, options.isolate)
+        executor, owned = open_executor(options.executor, options.isolate, multi=len(options.targets) > 1)
     except ValueError as exc:
         db.close()
         shutil.rmtree(work, ignore_errors=True)

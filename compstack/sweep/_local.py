@@ -28,7 +28,7 @@ class LocalExecutor:
 
     def __init__(self, jobs: int | None = None, executor: str | Executor = "") -> None:
         self.slots = max(1, jobs or min(4, os.cpu_count() or 1))
-        self.executor, self._owned = open_executor(executor)
+        self.executor, self._owned = open_executor(executor, multi=True)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "nodes": 1, "slots": self.slots}

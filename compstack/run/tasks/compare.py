@@ -2,11 +2,20 @@
 latency in the worker; the comparison against the reference happens in the parent
 (:mod:`compstack.run.session`). Results: the ``JobOutcome`` fields (``lower_s``,
 ``compile_s``, ``latency``, ``cached``...), the outputs in ``job.outputs_path``.
+
+A long-lived worker (the pool and daemon executors) keeps its last :data:`REUSE_KEEP`
+compiled programs in memory, keyed by what the artifact cache keys on (model fingerprint,
+target, options, versions) plus threads and the model source: a later job with the same
+key runs that program without loading the model, rebuilding the framework program or
+compiling again (``cached`` true, ``cache_note`` says so, ``compile_s`` the original
+compile's). Only when the job may use a cache (not ``--no-cache``), writes no stages or
+artifact, and the target is :attr:`~compstack.targets.base.Target.reusable`.
 """
 
 from __future__ import annotations
 
 import traceback
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,9 +33,48 @@ from compstack.run.jobs import (
     write_stages,
 )
 
-__all__ = ["run"]
+__all__ = ["run", "REUSE_KEEP"]
 
 _load_sets = load_sets
+#: Compiled programs a worker keeps for later jobs (see the module docstring).
+REUSE_KEEP = 2
+_REUSE: OrderedDict[str, tuple[Any, dict[str, Any]]] = OrderedDict()
+
+
+def _reuse_key(job: Job, target: Any, versions: dict[str, str]) -> str | None:
+    """The in-memory key of ``job``'s compiled program, or None when it may not be reused."""
+    from compstack.core.store import cache_key
+
+    if not (job.cache_dir and job.run and job.stages_dir is None and job.artifact_dir is None
+            and getattr(target, "reusable", False)):
+        return None
+    return cache_key(job.fingerprint, job.target, {**target.options.to_dict(), "__threads": str(job.threads),
+                                                   "__source": job.source, "__ops": ",".join(job.op_origins)},
+                     versions)
+
+
+def _reused(key: str | None, outcome: JobOutcome) -> Any:
+    """The kept program for ``key`` (None when there is none), with the first job's flags,
+    times and tuning on ``outcome``."""
+    if key is None or key not in _REUSE:
+        return None
+    _REUSE.move_to_end(key)
+    compiled, first = _REUSE[key]
+    threads = outcome.flags.get("threads")
+    outcome.flags = {**first["flags"], "threads": threads}
+    outcome.lower_s, outcome.compile_s = first["lower_s"], first["compile_s"]
+    outcome.cached = True
+    outcome.cache_note = "compiled program kept in memory by this long-lived worker (compiled once, run again)"
+    return compiled
+
+
+def _keep(key: str | None, compiled: Any, outcome: JobOutcome) -> None:
+    if key is None:
+        return
+    flags = {k: v for k, v in outcome.flags.items() if k != "threads"}
+    _REUSE[key] = (compiled, {"flags": flags, "lower_s": outcome.lower_s, "compile_s": outcome.compile_s})
+    while len(_REUSE) > REUSE_KEEP:
+        _REUSE.popitem(last=False)
 
 
 def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None], avail: Any) -> None:
@@ -34,12 +82,29 @@ def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None]
     stages and the artifact instead of running. A stack's exception propagates to
     :func:`compstack.run.worker.execute`, which makes it the outcome; the outputs of
     input set 0 go to ``job.outputs_path`` (``.npz``, :func:`compstack.core.inputs.encode_arrays`)."""
-    model = load_job_model(job, target, outcome)
-    from compstack.core.latency import LatencyConfig, measure
-    from compstack.core.store import ArtifactCache, cache_key
 
+    reuse = _reuse_key(job, target, outcome.versions)
+    compiled = _reused(reuse, outcome)
+    model = load_job_model(job, target, outcome) if compiled is None else None
     inputs = _load_sets(job.inputs_path)
     _check_dtypes(target, inputs[0] if inputs else {})
+    if compiled is None:
+        compiled = _compile(job, target, model, outcome, stage)
+        _keep(reuse, compiled, outcome)
+    if job.artifact_dir:
+        outcome.artifacts = [str(p) for p in compiled.save(Path(job.artifact_dir))]
+    if getattr(compiled, "run_command", None):
+        outcome.extra["run_command"] = compiled.run_command
+    if not job.run:
+        return
+    _run_and_time(job, target, compiled, inputs, outcome, stage, avail)
+
+
+def _compile(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Callable[[str], None]) -> Any:
+    """The job's compiled program for ``model`` (:func:`load_job_model`): the cached
+    artifact, or lower → compile (publishing the artifact)."""
+    from compstack.core.store import ArtifactCache, cache_key
+
     if job.stages_dir:
         target.record_stages = True
     cacheable = job.cache_dir and target.cacheable and target.native is None
@@ -66,12 +131,14 @@ def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None]
             _write_all(lowered, Path(job.stages_dir), outcome, compiled)
         if cache is not None:
             _to_cache(cache, target, key, compiled, job, outcome)
-    if job.artifact_dir:
-        outcome.artifacts = [str(p) for p in compiled.save(Path(job.artifact_dir))]
-    if getattr(compiled, "run_command", None):
-        outcome.extra["run_command"] = compiled.run_command
-    if not job.run:
-        return
+    return compiled
+
+
+def _run_and_time(job: Job, target: Any, compiled: Any, inputs: list[dict[str, np.ndarray]], outcome: JobOutcome,
+                  stage: Callable[[str], None], avail: Any) -> None:
+    """Run input set 0 (outputs to ``job.outputs_path``), then the latency protocol."""
+    from compstack.core.latency import LatencyConfig, measure
+
     stage("run")
     if not avail.runs:
         raise UnavailableError(f"compiled; cannot run here: {avail.run_reason}")

@@ -35,6 +35,7 @@ class FrameworkTarget(Target):
     stage_names = ("program",)
     supported_dtypes = PLAIN_DTYPES
     cacheable = False
+    reusable = False  # each run starts the framework's own process
     measures_latency: ClassVar[bool] = False
     ops_note = "runs the framework's own program, not the ONNX graph"
 

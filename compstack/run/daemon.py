@@ -1,0 +1,371 @@
+"""The daemon executor: the pool's workers kept alive across commands by a background server.
+
+A warm ``compstack compare`` spends most of its time starting workers and importing stacks
+(issue #12, part 7); the in-command :class:`~compstack.run.executors.PoolExecutor` pays that
+once per command. :class:`DaemonExecutor` (``--executor daemon``, the default of multi-target
+commands) hands each job to a server process that owns a :class:`PoolExecutor`, so the
+second command finds every stack already imported. The pattern is Gradle's daemon and
+Bazel's server: started on first use, found again through a socket, gone after an idle time.
+
+* **One server per environment.** The socket's name is :func:`daemon_key`: a hash of the
+  interpreter, compstack's own files (path, size, mtime), the import path's folders
+  (``pip install`` changes them) and the environment minus variables that change per shell
+  (:data:`VOLATILE_ENV`). The server is :mod:`compstack.run.daemon_server`. A command whose code, packages, cache root, threads variables or
+  ``PYTHONPATH`` differ gets its own server; none is ever served by stale code.
+* **Same user only.** The socket lives in :func:`socket_dir` (``$XDG_RUNTIME_DIR/compstack``
+  or ``<tmp>/compstack-<uid>``), a folder that must be owned by this user with mode 0700;
+  the server also checks each peer's uid (``SO_PEERCRED``). Requests are JSON lines
+  (``{"op": "run", "job": {...}, "limits": {...}}``, ``status``, ``stop``), never a pickle.
+  The server works in ``/`` and its workers run with ``python -P``: nothing is imported from
+  any command's current folder.
+* **Jobs that must not be served long-lived** run on a fresh process here instead: a job
+  whose model source or custom ops come from a user's file (``/abs/file.py:build``,
+  ``file:...``): a worker that imported it once would miss the user's next edit.
+* **Same limits, same status words.** The server runs each job with
+  :meth:`PoolExecutor.run`: ``timeout``, ``oom`` and ``crashed`` mean what they mean on every
+  executor. A client that goes away (Ctrl-C, SIGKILL) closes its connection, and the server
+  kills that job's worker. If the server itself dies mid-job, the job is ``crashed``.
+* **Idle exit.** The server leaves after :data:`IDLE_S` seconds without a job
+  (``COMPSTACK_DAEMON_IDLE_S``), killing its workers. ``compstack daemon status|stop``
+  lists and stops servers.
+
+When the socket folder is unsafe or the server does not start, the command falls back to an
+in-command :class:`PoolExecutor` and says so once on stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any, Iterator
+
+from compstack.core.procs import python_module_argv
+from compstack.run.executors import EXECUTORS, POOL_START_TIMEOUT_S, Executor, Limits, PoolExecutor, ProcessExecutor
+from compstack.run.jobs import Job, JobOutcome
+
+__all__ = ["DaemonExecutor", "daemon_key", "keyed_env", "FRAMEWORK_ENV", "socket_dir", "list_daemons", "stop_daemons", "IDLE_S",
+           "VOLATILE_ENV"]
+
+#: Default idle seconds before a server exits (``COMPSTACK_DAEMON_IDLE_S`` overrides).
+IDLE_S = 600.0
+#: Seconds a new server may take to listen on its socket.
+START_TIMEOUT_S = 60.0
+#: Environment variables that differ between shells and terminals but do not change a
+#: job's result (left out of :func:`daemon_key`); plus every ``PYTEST_*``.
+VOLATILE_ENV = frozenset({
+    "PWD", "OLDPWD", "SHLVL", "_", "TERM", "TERM_PROGRAM", "TERM_PROGRAM_VERSION", "COLORTERM", "COLUMNS",
+    "LINES", "PS1", "PS2", "PROMPT_COMMAND", "LS_COLORS", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY",
+    "SSH_AUTH_SOCK", "DISPLAY", "WINDOWID", "TMUX", "TMUX_PANE", "STY", "HISTFILE", "HISTSIZE",
+    "MAIL", "LOGNAME", "XDG_SESSION_ID", "XDG_VTNR", "COMPSTACK_DAEMON_IDLE_S",
+})
+#: Variables frameworks set in their own process when imported (measured: ``import jax``
+#: sets the first two; compstack's frontend workers set the Keras and glog ones): taken
+#: as they were before (:func:`keyed_env`).
+FRAMEWORK_ENV = ("TF_CPP_MIN_LOG_LEVEL", "TPU_SKIP_MDS_QUERY", "KERAS_BACKEND", "GLOG_v", "TORCHINDUCTOR_CACHE_DIR")
+_PKG = Path(__file__).resolve().parents[1]  # the compstack package folder
+_RECV = 1 << 16
+
+
+def _idle_s() -> float:
+    """``COMPSTACK_DAEMON_IDLE_S`` as seconds (:data:`IDLE_S` when unset).
+
+    Raises:
+        UserError: not a non-negative number.
+    """
+    raw = os.environ.get("COMPSTACK_DAEMON_IDLE_S", "")
+    if not raw:
+        return IDLE_S
+    try:
+        value = float(raw)
+        if value < 0 or value != value:
+            raise ValueError
+    except ValueError:
+        from compstack.core.errors import UserError
+
+        raise UserError(f"COMPSTACK_DAEMON_IDLE_S: '{raw}' is not a number of seconds >= 0") from None
+    return value
+
+
+def daemon_key(env: dict[str, str] | None = None) -> str:
+    """The name of the server that may run this process's jobs (16 hex digits).
+
+    A SHA-256 over the interpreter (path, version), every file of the compstack package
+    (relative path, size, mtime in ns), the site-packages folders (path, mtime: installing
+    or removing a package changes it) and the environment without :data:`VOLATILE_ENV` and
+    ``PYTEST_*`` (``PYTHONPATH`` included). Not the current folder: workers never import
+    from it.
+
+    Args:
+        env: the environment (default :func:`keyed_env`).
+    """
+    import site
+    import sysconfig
+
+    env = keyed_env() if env is None else dict(env)
+    code = []
+    for path in sorted(_PKG.rglob("*")):
+        if "__pycache__" in path.parts:
+            continue
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            if stat.S_ISREG(st.st_mode):
+                code.append((str(path.relative_to(_PKG)), st.st_size, st.st_mtime_ns))
+    sites = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()}
+    with contextlib.suppress(AttributeError):
+        sites.add(site.getusersitepackages())
+    dirs = []
+    for entry in sorted(sites):
+        try:
+            dirs.append((entry, os.stat(entry).st_mtime_ns))
+        except OSError:
+            dirs.append((entry, -1))
+    kept = sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV and not k.startswith("PYTEST_"))
+    blob = json.dumps({"python": [sys.executable, sys.version], "pkg": str(_PKG), "code": code, "path": dirs,
+                       "env": kept})
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def socket_dir() -> Path:
+    """The folder of the servers' sockets: ``$XDG_RUNTIME_DIR/compstack`` when that is set,
+    else ``<tmp>/compstack-<uid>``; created with mode 0700.
+
+    Raises:
+        OSError: the folder exists but is not a folder owned by this user with no access
+            for group or others (someone else could answer as the server).
+    """
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    folder = Path(runtime) / "compstack" if runtime else Path(tempfile.gettempdir()) / f"compstack-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise OSError(f"{folder} is not a folder of this user's with mode 0700; not used for daemon sockets")
+    return folder
+
+
+def _send(conn: socket.socket, msg: dict[str, Any]) -> None:
+    conn.sendall((json.dumps(msg, default=str) + "\n").encode())
+
+
+def _recv_line(conn: socket.socket, buf: bytearray) -> dict[str, Any] | None:
+    """The next JSON line on ``conn`` (None at EOF)."""
+    while b"\n" not in buf:
+        chunk = conn.recv(_RECV)
+        if not chunk:
+            return None
+        buf += chunk
+    line, _, rest = bytes(buf).partition(b"\n")
+    buf[:] = rest
+    return json.loads(line)
+
+
+def _connect(path: Path, timeout: float | None = 5.0) -> socket.socket:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(timeout)
+    try:
+        conn.connect(str(path))
+    except OSError:
+        conn.close()
+        raise
+    return conn
+
+
+def keyed_env() -> dict[str, str]:
+    """This process's environment as the daemon sees it: ``os.environ`` with each of
+    :data:`FRAMEWORK_ENV` as it was when compstack was imported
+    (:data:`compstack.core.ENV_AT_IMPORT`), so a command that imported JAX or TensorFlow
+    (say, to export a zoo model) and one that did not find the same daemon. The server is
+    started with it, so its workers see what a fresh process would."""
+    from compstack.core import ENV_AT_IMPORT
+
+    env = dict(os.environ)
+    for name in FRAMEWORK_ENV:
+        if name in ENV_AT_IMPORT:
+            env[name] = ENV_AT_IMPORT[name]
+        else:
+            env.pop(name, None)
+    return env
+
+
+def _local_only(job: Job) -> bool:
+    """A job whose code comes from a user's file: run it on a fresh process, never on a
+    long-lived worker (which would keep the first version of the file imported)."""
+    own_source = bool(job.source) and not job.source.startswith("zoo:")
+    return own_source or any(o.startswith("file:") for o in job.op_origins)
+
+
+def _absolute(job: Job) -> Job:
+    """``job`` with every path made absolute against this process's folder (the server works in ``/``)."""
+    def ab(p: str | None) -> str | None:
+        return str(Path(p).absolute()) if p else p
+
+    return replace(job, model_path=ab(job.model_path) or "", inputs_path=ab(job.inputs_path) or "",
+                   workdir=ab(job.workdir) or "", cache_dir=ab(job.cache_dir), artifact_dir=ab(job.artifact_dir),
+                   stages_dir=ab(job.stages_dir), canonical_path=ab(job.canonical_path) or "")
+
+
+class DaemonExecutor(Executor):
+    """Runs jobs on the background server of this environment (see the module docstring),
+    starting it when none answers.
+
+    Args:
+        idle_s: the idle time of a server this executor starts (default
+            ``COMPSTACK_DAEMON_IDLE_S`` or :data:`IDLE_S`).
+        start_timeout_s: seconds a new server may take to listen.
+    """
+
+    name = "daemon"
+
+    def __init__(self, idle_s: float | None = None, start_timeout_s: float = START_TIMEOUT_S) -> None:
+        self.idle_s = _idle_s() if idle_s is None else idle_s
+        self.start_timeout_s = start_timeout_s
+        self._fallback: Executor | None = None
+        self._process: ProcessExecutor | None = None
+        self.socket_path: Path | None = None
+        self.started_server = False
+
+    def _server(self) -> Path:
+        """The socket of this environment's server, started (under a lock, so two commands
+        start one) when none answers.
+
+        Raises:
+            OSError: unsafe socket folder, or the server did not start in time.
+        """
+        folder = socket_dir()
+        key = daemon_key()
+        path = folder / f"{key}.sock"
+        with contextlib.suppress(OSError):
+            _connect(path).close()
+            return path
+        with open(folder / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            with contextlib.suppress(OSError):
+                _connect(path).close()
+                return path
+            path.unlink(missing_ok=True)  # a dead server's socket
+            with open(folder / f"{key}.log", "ab") as log:  # the child keeps its own descriptor
+                proc = subprocess.Popen(python_module_argv("compstack.run.daemon_server", "--serve", str(path),
+                                                           "--idle", repr(self.idle_s)),
+                                        stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
+                                        env=keyed_env(), start_new_session=True)  # not tied to this command: it outlives it
+            deadline = time.monotonic() + self.start_timeout_s
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise OSError(f"daemon exited with status {proc.returncode} while starting "
+                                  f"(see {folder / f'{key}.log'})")
+                with contextlib.suppress(OSError):
+                    _connect(path).close()
+                    self.started_server = True
+                    return path
+                time.sleep(0.02)
+            proc.kill()
+            raise OSError(f"daemon did not listen within {self.start_timeout_s:g} s")
+
+    def _fall_back(self, why: str) -> Executor:
+        if self._fallback is None:
+            print(f"compstack: daemon executor unavailable ({why}); using an in-command pool", file=sys.stderr)
+            self._fallback = PoolExecutor()
+        return self._fallback
+
+    def run(self, job: Job, limits: Limits = Limits()) -> JobOutcome:
+        if _local_only(job):
+            self._process = self._process or ProcessExecutor()
+            return self._process.run(job, limits)
+        if self._fallback is not None:
+            return self._fallback.run(job, limits)
+        conn = None
+        for _ in range(2):  # a server may leave (idle) between two jobs: start a new one once
+            try:
+                self.socket_path = self.socket_path or self._server()
+                conn = _connect(self.socket_path)
+                break
+            except OSError as exc:
+                self.socket_path, why = None, str(exc)
+        if conn is None:
+            return self._fall_back(why).run(job, limits)
+        job = _absolute(job)
+        with conn:
+            # the server enforces the job's limit; this side waits a little longer for its answer
+            conn.settimeout(limits.timeout_s + POOL_START_TIMEOUT_S + 30.0)
+            try:
+                _send(conn, {"op": "run", "job": asdict(job), "limits": asdict(limits)})
+                reply = _recv_line(conn, bytearray())
+            except socket.timeout:
+                return JobOutcome(target=job.target, status="timeout", stage="import",
+                                  error=f"no answer from the daemon within {limits.timeout_s:g} s and its margin")
+            except OSError as exc:
+                reply = None
+                error = f"lost the daemon ({exc})"
+            else:
+                error = "the daemon closed the connection without an answer (it died or was stopped)"
+        if reply is None or "outcome" not in reply:
+            return JobOutcome(target=job.target, status="crashed", stage="import",
+                              error=(reply or {}).get("error", error))
+        return JobOutcome.from_json(reply["outcome"])
+
+    def close(self) -> None:
+        """Release this command's side only; the server and its workers stay for the next command."""
+        if self._fallback is not None:
+            self._fallback.close()
+            self._fallback = None
+
+
+EXECUTORS["daemon"] = DaemonExecutor
+
+
+def _request(path: Path, msg: dict[str, Any], timeout: float = 10.0) -> dict[str, Any] | None:
+    try:
+        with _connect(path, timeout) as conn:
+            _send(conn, msg)
+            return _recv_line(conn, bytearray())
+    except (OSError, ValueError):
+        return None
+
+
+def _sockets() -> Iterator[Path]:
+    try:
+        folder = socket_dir()
+    except OSError:
+        return
+    yield from sorted(folder.glob("*.sock"))
+
+
+def list_daemons() -> list[dict[str, Any]]:
+    """Every server of this user that answers: its ``status`` (``pid``, ``key``,
+    ``uptime_s``, ``idle_s``, ``idle_exit_s``, ``jobs``, ``workers`` (``target_ref``,
+    ``threads``, ``pid``, ``rss_mb``, ``busy``)) plus ``current``: whether it serves this
+    process's environment (:func:`daemon_key`)."""
+    here = daemon_key()
+    found = []
+    for path in _sockets():
+        status = _request(path, {"op": "status"})
+        if status is not None:
+            found.append({**status, "current": path.stem == here})
+    return found
+
+
+def stop_daemons(current_only: bool = False) -> list[dict[str, Any]]:
+    """Stop every server of this user (or only this environment's); returns the status of
+    each one stopped. A server kills its workers before it leaves."""
+    here = daemon_key()
+    stopped = []
+    for path in _sockets():
+        if current_only and path.stem != here:
+            continue
+        status = _request(path, {"op": "stop"})
+        if status is not None:
+            stopped.append(status)
+    return stopped

@@ -68,6 +68,10 @@ class Job:
         params: the task's own parameters, the JSON form of its ``Params`` dataclass
             (e.g. :class:`compstack.run.tasks.conformance.Params`); tasks without one
             leave it empty.
+        env: environment variables added to the worker's (e.g. ``XLA_FLAGS``, which a
+            stack reads when it is imported): the isolating executors start the worker
+            with them (the pool keeps such workers to jobs with the same ``env``); the
+            inline executor cannot apply them and ignores them.
     """
 
     model_path: str
@@ -91,6 +95,7 @@ class Job:
     canonical_path: str = ""
     threads: int = 0
     params: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))

@@ -102,7 +102,6 @@ def test_explain_evaluations_lose_only_their_piece(isolated_env: Path) -> None:
     aborts or hangs is ``crashed``/``timeout`` at its stage, in the words of every other
     job, and the healthy target's worker serves on (one process, no restart)."""
     import models
-
     from compstack.explain.evaluate import Evaluator, Run
 
     model = models.mlp()

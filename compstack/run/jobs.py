@@ -50,7 +50,9 @@ class Job:
         run: run the compiled model (False for ``lower``).
         kind: ``compare`` (lower, compile, run, time), ``dump`` (stages and passes,
             see :mod:`compstack.run.dump`), ``kernels`` or ``profile`` (kernel map and
-            per-kernel times, see :mod:`compstack.run.tasks.kernels`), ``conformance``; see :mod:`compstack.run.tasks`.
+            per-kernel times, see :mod:`compstack.run.tasks.kernels`), ``conformance``,
+            ``optest``, ``evaluate`` (explain's pieces, :mod:`compstack.run.tasks.evaluate`);
+            see :mod:`compstack.run.tasks`.
         only_stages: with ``dump``, the stages to write (None: all).
         passes: with ``dump``, ``all`` or ``changed`` to also write per-pass dumps.
         source: the model spec (``zoo:bert``, ``/abs/file.py:build``) from which a

@@ -54,11 +54,13 @@ class EvalResult:
     """One evaluation.
 
     Attributes:
-        status: ``ok``, ``failed``, ``unsupported``, ``unavailable``, ``crashed``, ``timeout``.
+        status: ``ok``, ``failed``, ``unsupported``, ``unavailable``, ``crashed``,
+            ``timeout`` (``oom`` only under a memory limit, which explain does not set):
+            the job system's words (:mod:`compstack.run.executors`).
         stage: where it stopped when not ok.
         error: one line.
         outputs: output name -> array (when ok).
-        seconds: wall time of the evaluation.
+        seconds: wall time of the evaluation, seconds.
         stage_seconds: wall time per stage (``import``, ``lower``, ``compile``, ``run``)
             (the task's own stages, plus the job's overhead counted as ``import``);
             empty when the worker was lost.

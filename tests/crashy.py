@@ -1,7 +1,8 @@
 """Targets made to misbehave, for the isolation tests (imported by worker processes).
 
 Each wraps ort-cpu but breaks in ``run``: a segfault, a hang, or a memory hog; or, for
-``crash-latency``, a segfault only once timing starts.
+``crash-latency``, a segfault only once timing starts. ``env-echo`` does not break: its
+flags show the worker's ``COMPSTACK_TEST_ENV`` and process id (a job's ``env`` reached it).
 """
 
 from __future__ import annotations
@@ -110,3 +111,12 @@ class StartHangTarget(_Base):
 
 class LatencySegfaultTarget(_Base):
     name, mode = "crash-latency", "latency-segfault"
+
+
+class EnvEchoTarget(OrtCpuTarget):
+    """ort-cpu whose flags name the worker's ``COMPSTACK_TEST_ENV`` and process id."""
+
+    name = "env-echo"
+
+    def flags(self):  # noqa: ANN201
+        return {**super().flags(), "test_env": os.environ.get("COMPSTACK_TEST_ENV", ""), "pid": os.getpid()}

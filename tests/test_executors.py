@@ -76,3 +76,56 @@ def test_bad_executor_environment_variable_is_a_user_error(tmp_path: Path, mlp_o
     with pytest.raises(UserError, match="COMPSTACK_EXECUTOR: unknown executor 'thread'"):
         compare(source, CompareOptions(targets=["ort-cpu"], cache=False),
                 settings(cache_dir=tmp_path / "cache", db=tmp_path / "db.sqlite"))
+
+
+def _evaluate_job(tmp: Path, name: str, target: str, request: str = "run", env: dict | None = None) -> Job:
+    """An ``evaluate`` job (explain's task) of a Relu model on ``target``: a plain ONNX
+    file and one input set, as :class:`compstack.explain.evaluate.Evaluator` writes them."""
+    import onnx
+
+    from compstack.core.inputs import encode_arrays
+    from compstack.run.tasks.evaluate import Params
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    work = tmp / name
+    work.mkdir(parents=True)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), str(work / "model.onnx"))
+    x = np.array([[-1.5, 0.0, 2.0], [3.0, -0.25, 0.5]], dtype=np.float32)
+    np.savez(work / "inputs.npz", **encode_arrays(pack_sets([{"x": x}])))
+    ref = next(e.ref for e in registry.entries() if e.name == target)
+    return Job(model_path=str(work / "model.onnx"), fingerprint="", target=target, target_ref=ref,
+               inputs_path=str(work / "inputs.npz"), workdir=str(work), kind="evaluate", env=dict(env or {}),
+               params=Params("compile", request).to_json())
+
+
+@pytest.mark.parametrize("name", sorted(EXECUTORS))
+def test_evaluate_job_gives_relu_and_its_stage_times_on_every_executor(tmp_path: Path, name: str) -> None:
+    from compstack.run.tasks.evaluate import Result
+
+    job = _evaluate_job(tmp_path, name, "reference")
+    with make_executor(name) as ex:
+        outcome = ex.run(job, Limits(timeout_s=120))
+    assert outcome.status == "ok" and outcome.stage == "", outcome.error
+    with np.load(job.outputs_path) as data:
+        np.testing.assert_array_equal(data["y"], np.array([[0.0, 0.0, 2.0], [3.0, 0.0, 0.5]], dtype=np.float32))
+    result = Result.from_json(outcome.result)
+    assert set(result.stage_seconds) == {"import", "lower", "compile", "run"} and result.passes is None
+    assert all(s >= 0 for s in result.stage_seconds.values())
+
+
+@pytest.mark.parametrize("name", ["process", "pool"])
+def test_job_env_reaches_the_worker(tmp_path: Path, isolated_env: Path, name: str) -> None:
+    """``Job.env`` is in the worker's environment (``env-echo`` reports it in its flags);
+    the pool keeps workers with another env apart and reuses one with the same env."""
+    if "env-echo" not in registry.names():
+        registry.register("env-echo", "crashy:EnvEchoTarget")
+    with make_executor(name) as ex:
+        out = [ex.run(_evaluate_job(tmp_path, f"j{i}", "env-echo", "info", env), Limits(timeout_s=120))
+               for i, env in enumerate([{"COMPSTACK_TEST_ENV": "42"}, {}, {"COMPSTACK_TEST_ENV": "42"}])]
+    assert [o.status for o in out] == ["ok"] * 3, [o.error for o in out]
+    assert [o.flags["test_env"] for o in out] == ["42", "", "42"]
+    pids = [o.flags["pid"] for o in out]
+    assert pids[0] != pids[1]
+    assert (pids[0] == pids[2]) == (name == "pool")

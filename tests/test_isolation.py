@@ -95,3 +95,34 @@ def test_pool_restarts_a_worker_after_a_crash_and_reuses_a_healthy_one(mlp_onnx:
         assert by["ort-cpu"].status == "ok"
     ort_ref = registry.entries()[[e.name for e in registry.entries()].index("ort-cpu")].ref
     assert pids[ort_ref] == after[ort_ref]
+
+
+def test_explain_evaluations_lose_only_their_piece(isolated_env: Path) -> None:
+    """Explain's evaluations are pool jobs (task ``evaluate``): a piece that segfaults,
+    aborts or hangs is ``crashed``/``timeout`` at its stage, in the words of every other
+    job, and the healthy target's worker serves on (one process, no restart)."""
+    import models
+    from compstack.explain.evaluate import Evaluator, Run
+
+    model = models.mlp()
+    feeds = models.inputs_for(model)
+    want = models.reference(model, feeds)
+    order = ["ort-cpu", "crash-segfault", "crash-abort", "crash-raise", "crash-hang", "ort-cpu"]
+    with Evaluator(timeout_s=5) as ev:
+        results = [ev.run(Run.of(t), model, feeds) for t in order[:1]]
+        pid = ev.pools[Run.of("ort-cpu")]._all[0].proc.pid
+        results += [ev.run(Run.of(t), model, feeds) for t in order[1:]]
+        assert ev.pools[Run.of("ort-cpu")]._all[0].proc.pid == pid and ev.pools[Run.of("ort-cpu")].restarts == 0
+        assert ev.pools[Run.of("crash-segfault")].restarts == 1 and ev.compiles == 6
+    first, seg, abort, raised, hang, last = results
+    assert seg.status == "crashed" and "SIGSEGV" in seg.error and seg.stage == "run" and not seg.stage_seconds
+    assert abort.status == "crashed" and "SIGABRT" in abort.error and abort.stage == "run"
+    assert raised.status == "failed" and raised.stage == "run"
+    assert raised.error == "RuntimeError: injected stack failure" and "injected" in raised.log
+    assert set(raised.stage_seconds) == {"import", "lower", "compile", "run"}
+    assert hang.status == "timeout" and hang.stage == "run" and "5 s wall-clock limit" in hang.error
+    for ok in (first, last):
+        assert ok.status == "ok" and ok.stage == "" and set(ok.outputs) == set(want)
+        assert max(float(abs(ok.outputs[k] - want[k]).max()) for k in want) < 1e-5
+        assert set(ok.stage_seconds) == {"import", "lower", "compile", "run"}
+        assert abs(sum(ok.stage_seconds.values()) - ok.seconds) < 0.01

@@ -16,8 +16,8 @@ Steps, each usable alone (``compstack bisect``, ``compstack reduce``):
 5. **bundle** (:mod:`.bundle`): reduced model in the ONNX backend-test layout, every
    target's outputs and stages, standalone ``repro_<target>.py`` per stack, ISSUE.md.
 
-Pieces run in long-lived workers per target (:mod:`.evaluate`), so dozens of small
-compiles cost one stack import each.
+Pieces run in long-lived workers per target (:mod:`.evaluate`: ``evaluate`` jobs on the
+pool executor), so dozens of small compiles cost one stack import each.
 """
 
 from __future__ import annotations

@@ -1,16 +1,15 @@
 """Run pieces of a model on a target through long-lived workers, and judge them.
 
-One :class:`Evaluator` holds one worker per (target, options, mode, environment)
-(:mod:`compstack.explain.worker`, driven by
-:class:`compstack.run.pool.WorkerProcess`): a piece that crashes or hangs the
-stack costs that evaluation (status ``crashed``/``timeout``) and a fresh worker takes
-the next one. Every evaluation is counted, so explain can report how many compiles it
-used.
+One :class:`Evaluator` holds one pool executor (:class:`compstack.run.executors.PoolExecutor`)
+per (target, options, mode, environment); each evaluation is an ``evaluate`` job
+(:mod:`compstack.run.tasks.evaluate`), so a piece that crashes, hangs or overruns memory
+costs that evaluation with the status words of every other job (``crashed``,
+``timeout``, ``oom``) and a fresh worker takes the next one. Every evaluation is counted,
+so explain can report how many compiles it used.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -32,10 +31,9 @@ class Run:
     Attributes:
         target: target name.
         options: target options as strings (``--option``).
-        mode: ``compile`` or ``eager`` (see :mod:`compstack.explain.worker`).
+        mode: ``compile`` or ``eager`` (see :mod:`compstack.run.tasks.evaluate`).
         env: environment variables for the worker (e.g. ``XLA_FLAGS``).
     """
-
     target: str
     options: tuple[tuple[str, str], ...] = ()
     mode: str = "compile"
@@ -56,13 +54,17 @@ class EvalResult:
     """One evaluation.
 
     Attributes:
-        status: ``ok``, ``failed``, ``unsupported``, ``unavailable``, ``crashed``, ``timeout``.
+        status: ``ok``, ``failed``, ``unsupported``, ``unavailable``, ``crashed``,
+            ``timeout`` (``oom`` only under a memory limit, which explain does not set):
+            the job system's words (:mod:`compstack.run.executors`).
         stage: where it stopped when not ok.
         error: one line.
         outputs: output name -> array (when ok).
-        seconds: wall time of the evaluation.
+        seconds: wall time of the evaluation, seconds.
         stage_seconds: wall time per stage (``import``, ``lower``, ``compile``, ``run``)
-            as the worker's progress messages delimit them.
+            (the task's own stages, plus the job's overhead counted as ``import``);
+            empty when the worker was lost.
+        log: the stack's traceback or the worker log's tail, when not ok.
     """
 
     status: str
@@ -75,10 +77,11 @@ class EvalResult:
 
 
 class Evaluator:
-    """Evaluates ONNX models on targets; one long-lived worker per :class:`Run`.
+    """Evaluates ONNX models on targets; one pool of long-lived workers per :class:`Run`.
 
     Args:
-        timeout_s: limit per evaluation, seconds.
+        timeout_s: limit per evaluation (wall clock), seconds; a worker past it is
+            killed and the evaluation is ``timeout``.
         op_origins: user custom-op declarations the workers import (named by the user).
 
     Use as a context manager (workers are stopped on exit).
@@ -88,8 +91,8 @@ class Evaluator:
         self.timeout_s = timeout_s
         self.op_origins = list(op_origins or [])
         self.work = run_tempdir("compstack-explain-")
-        self.workers: dict[Run, Any] = {}
-        self.ready: dict[Run, dict[str, Any]] = {}
+        self.pools: dict[Run, Any] = {}
+        self.refs: dict[str, str] = {}
         self.count: dict[str, int] = {}
         self._n = 0
 
@@ -100,9 +103,10 @@ class Evaluator:
         self.close()
 
     def close(self) -> None:
-        for w in self.workers.values():
-            w.kill()
-        self.workers.clear()
+        """Stop every worker and delete the scratch folder."""
+        for pool in self.pools.values():
+            pool.close()
+        self.pools.clear()
         shutil.rmtree(self.work, ignore_errors=True)
 
     @property
@@ -110,44 +114,84 @@ class Evaluator:
         """Evaluations run so far, all targets."""
         return sum(self.count.values())
 
-    def _worker(self, run: Run) -> Any:
-        from compstack import targets as registry
-        from compstack.run.pool import WorkerProcess
+    def _ref(self, target: str) -> str:
+        """``module:Class`` of ``target``.
 
-        w = self.workers.get(run)
-        if w is None:
-            ref = next((e.ref for e in registry.entries() if e.name == run.target), None)
+        Raises:
+            UserError: an unknown target name.
+        """
+        if target not in self.refs:
+            from compstack import targets as registry
+
+            ref = next((e.ref for e in registry.entries() if e.name == target), None)
             if ref is None:
                 from compstack.core.errors import UserError
 
-                raise UserError(f"unknown target '{run.target}'; run `compstack targets` to list them")
-            spec = self.work / f"spec{len(self.workers)}.json"
-            spec.write_text(json.dumps({"target_ref": ref, "options": dict(run.options), "mode": run.mode,
-                                        "op_origins": self.op_origins}))
-            w = WorkerProcess(spec, self.work / f"worker{len(self.workers)}.log", module="compstack.explain.worker",
-                              env=dict(run.env))
-            self.workers[run] = w
-        return w
+                raise UserError(f"unknown target '{target}'; run `compstack targets` to list them")
+            self.refs[target] = ref
+        return self.refs[target]
+
+    def _job(self, run: Run, request: str, model: onnx.ModelProto | None = None,
+             feeds: Mapping[str, np.ndarray] | None = None, stages: Path | None = None,
+             artifact: Path | None = None) -> Any:
+        """An ``evaluate`` job of ``run`` in a fresh folder holding ``model`` and ``feeds``."""
+        from compstack.core.inputs import encode_arrays
+        from compstack.run.jobs import Job, pack_sets
+        from compstack.run.tasks.evaluate import Params
+
+        ref = self._ref(run.target)
+        self._n += 1
+        base = self.work / f"e{self._n}"
+        base.mkdir()
+        if model is not None:
+            onnx.save(model, str(base / "model.onnx"))
+        if feeds is not None:
+            np.savez(base / "inputs.npz", **encode_arrays(pack_sets([dict(feeds)])))  # type: ignore[arg-type]  # numpy stubs: ** may bind allow_pickle
+        return Job(model_path=str(base / "model.onnx"), fingerprint="", target=run.target, target_ref=ref,
+                   inputs_path=str(base / "inputs.npz"), workdir=str(base), options=dict(run.options),
+                   stages_dir=str(stages) if stages else None, artifact_dir=str(artifact) if artifact else None,
+                   kind="evaluate", op_origins=list(self.op_origins), env=dict(run.env),
+                   params=Params(run.mode, request).to_json())
+
+    def _execute(self, run: Run, job: Any, keep: bool = False) -> Any:
+        """Run ``job`` on ``run``'s pool (started on first use) under this evaluator's
+        limit; its folder is deleted afterwards unless ``keep``."""
+        from compstack.run.executors import Limits, PoolExecutor
+
+        pool = self.pools.get(run)
+        if pool is None:
+            pool = self.pools[run] = PoolExecutor()
+        try:
+            return pool.run(job, Limits(timeout_s=self.timeout_s))
+        finally:
+            if not keep:
+                shutil.rmtree(job.workdir, ignore_errors=True)
 
     def info(self, run: Run) -> dict[str, Any]:
-        """The worker's ``ready`` message (versions, flags, availability); starts it."""
-        w = self._worker(run)
-        if w.proc is None:
-            try:
-                w.start(120.0)
-            except RuntimeError as exc:
-                return {"available": False, "reason": str(exc), "versions": {}, "flags": {}}
-        return dict(w.ready)
+        """What a worker of ``run`` says once it has built the target (starting it):
+        ``available``, ``reason`` (why not, one line), ``versions`` (stack -> version),
+        ``flags`` (``Target.flags()`` with ``run``'s options), ``runs`` (whether its
+        programs run on this machine).
+
+        Raises:
+            UserError: an unknown target name.
+        """
+        outcome = self._execute(run, self._job(run, "info"))
+        flags = {k: v for k, v in outcome.flags.items() if k != "threads"}  # the job system's, not the target's
+        return {"available": outcome.status == "ok", "reason": outcome.error, "versions": dict(outcome.versions),
+                "flags": flags, "runs": bool(outcome.extra.get("runs_here", False))}
 
     def passes(self, run: Run, model: onnx.ModelProto) -> list[str] | None:
         """The passes of ``run``'s stack that change ``model`` (``Target.applied_passes``),
-        or None when the stack has no pass-level view or the query failed."""
-        self._n += 1
-        path = self.work / f"p{self._n}.onnx"
-        onnx.save(model, str(path))
-        row = self._worker(run).run_case(json.dumps({"model": str(path), "passes": True}), self.timeout_s)
-        path.unlink(missing_ok=True)
-        return row.get("passes") if row.get("status") == "ok" else None
+        or None when the stack has no pass-level view or the query failed.
+
+        Raises:
+            UserError: an unknown target name.
+        """
+        from compstack.run.tasks.evaluate import Result
+
+        outcome = self._execute(run, self._job(run, "passes", model))
+        return Result.from_json(outcome.result).passes if outcome.status == "ok" else None
 
     def run(self, run: Run, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
             stages: Path | None = None, artifact: Path | None = None) -> EvalResult:
@@ -162,26 +206,27 @@ class Evaluator:
 
         Returns:
             The :class:`EvalResult` (never raises for the stack's sake).
-        """
-        from compstack.core.inputs import decode_arrays, encode_arrays
 
-        self._n += 1
-        base = self.work / f"e{self._n}"
-        base.mkdir()
-        onnx.save(model, str(base / "model.onnx"))
-        np.savez(base / "inputs.npz", **encode_arrays(dict(feeds)))  # type: ignore[arg-type]  # numpy stubs: ** may bind allow_pickle
-        request = {"model": str(base / "model.onnx"), "inputs": str(base / "inputs.npz"),
-                   "outputs": str(base / "outputs.npz"), "stages": str(stages) if stages else None,
-                   "artifact": str(artifact) if artifact else None}
-        w = self._worker(run)
-        t0 = time.perf_counter()
+        Raises:
+            UserError: an unknown target name.
+        """
+        from compstack.core.inputs import decode_arrays
+        from compstack.run.tasks.evaluate import Result
+
+        job = self._job(run, "run", model, feeds, stages, artifact)
         self.count[run.target] = self.count.get(run.target, 0) + 1
-        row = w.run_case(json.dumps(request), self.timeout_s, stage_times=True)
-        result = EvalResult(row.get("status", "failed"), row.get("stage", ""), row.get("error", ""),
-                            seconds=time.perf_counter() - t0, log=row.get("log", ""),
-                            stage_seconds=dict(row.get("stage_seconds") or {}))
-        if result.status == "ok":
-            with np.load(base / "outputs.npz", allow_pickle=False) as data:
-                result.outputs = decode_arrays({k: data[k] for k in data.files})
-        shutil.rmtree(base, ignore_errors=True)
-        return result
+        t0 = time.perf_counter()
+        outputs: dict[str, np.ndarray] = {}
+        try:
+            outcome = self._execute(run, job, keep=True)
+            seconds = time.perf_counter() - t0
+            if outcome.status == "ok":
+                with np.load(job.outputs_path, allow_pickle=False) as data:
+                    outputs = decode_arrays({k: data[k] for k in data.files})
+        finally:
+            shutil.rmtree(job.workdir, ignore_errors=True)
+        stage_seconds = dict(Result.from_json(outcome.result).stage_seconds) if outcome.result else {}
+        if stage_seconds:  # the job's own overhead (job file, target built, result read) is its import
+            rest = seconds - sum(stage_seconds.values())
+            stage_seconds["import"] = round(stage_seconds.get("import", 0.0) + max(rest, 0.0), 4)
+        return EvalResult(outcome.status, outcome.stage, outcome.error, outputs, seconds, outcome.log, stage_seconds)

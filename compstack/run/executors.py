@@ -8,8 +8,8 @@ its :class:`~compstack.run.jobs.JobOutcome`; it never raises for the stack's sak
 * :class:`ProcessExecutor` (``process``): a fresh worker process per job
   (``python -P -m compstack.run.worker JOB.json``, its own session): most isolation.
 * :class:`PoolExecutor` (``pool``): long-lived workers (``--serve``), one set per target
-  (and thread count, custom-op origins), reused across jobs, so a stack's import is paid
-  once; a worker is restarted after a crash, hang or memory overrun.
+  (and thread count, custom-op origins, extra environment), reused across jobs, so a
+  stack's import is paid once; a worker is restarted after a crash, hang or memory overrun.
 * :class:`~compstack.run.daemon.DaemonExecutor` (``daemon``, the default of multi-target
   commands): the pool's workers kept by a background server across commands, so a warm
   re-run imports no stack (:mod:`compstack.run.daemon`).
@@ -144,12 +144,13 @@ def _read_result(job: Job, log: str) -> JobOutcome | None:
                                 f"{_last_stage(job)}", log=log)
 
 
-def _worker_env(threads: int) -> dict[str, str]:
+def _worker_env(job: Job) -> dict[str, str]:
     from compstack.core.threads import thread_env
 
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    env.update(thread_env(threads))  # read once by OpenMP/BLAS/TVM runtimes at start-up
+    env.update(thread_env(job.threads))  # read once by OpenMP/BLAS/TVM runtimes at start-up
+    env.update(job.env)
     return env
 
 
@@ -183,7 +184,7 @@ class ProcessExecutor(Executor):
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(python_module_argv("compstack.run.worker", str(job_file)),
                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=_worker_env(job.threads), **child_kwargs())
+                                    env=_worker_env(job), **child_kwargs())
             t0 = time.monotonic()
             killed = ""
             peak = 0
@@ -221,7 +222,7 @@ POOL_START_TIMEOUT_S = 120.0
 
 class PoolExecutor(Executor):
     """Long-lived workers, one set per (target class, threads, custom-op origins, source
-    file); thread-safe: concurrent jobs of one target get one worker each.
+    file, ``Job.env``); thread-safe: concurrent jobs of one target get one worker each.
 
     Args:
         start_timeout_s: seconds a worker may take to start (:data:`POOL_START_TIMEOUT_S`).
@@ -249,7 +250,7 @@ class PoolExecutor(Executor):
     def _key(job: Job) -> tuple[Any, ...]:
         # a user's file source is imported into the worker: keep it to its own workers
         own = job.source if job.source and not job.source.startswith("zoo:") else ""
-        return (job.target_ref, job.threads, tuple(job.op_origins), own)
+        return (job.target_ref, job.threads, tuple(job.op_origins), own, tuple(sorted(job.env.items())))
 
     def _checkout(self, job: Job) -> Any:
         from compstack.run.pool import WorkerProcess
@@ -268,7 +269,7 @@ class PoolExecutor(Executor):
             from compstack.core.threads import thread_env
 
             w = WorkerProcess(spec, self._work / f"worker{n}.log", module="compstack.run.worker",
-                              env={"PYTHONUNBUFFERED": "1", **thread_env(job.threads)},
+                              env={"PYTHONUNBUFFERED": "1", **thread_env(job.threads), **job.env},
                               args=["--serve", str(spec)])
             w.key = key  # type: ignore[attr-defined]
             self._all.append(w)

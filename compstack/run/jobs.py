@@ -50,7 +50,9 @@ class Job:
         run: run the compiled model (False for ``lower``).
         kind: ``compare`` (lower, compile, run, time), ``dump`` (stages and passes,
             see :mod:`compstack.run.dump`), ``kernels`` or ``profile`` (kernel map and
-            per-kernel times, see :mod:`compstack.run.tasks.kernels`), ``conformance``; see :mod:`compstack.run.tasks`.
+            per-kernel times, see :mod:`compstack.run.tasks.kernels`), ``conformance``,
+            ``optest``, ``evaluate`` (explain's pieces, :mod:`compstack.run.tasks.evaluate`);
+            see :mod:`compstack.run.tasks`.
         only_stages: with ``dump``, the stages to write (None: all).
         passes: with ``dump``, ``all`` or ``changed`` to also write per-pass dumps.
         source: the model spec (``zoo:bert``, ``/abs/file.py:build``) from which a
@@ -68,6 +70,10 @@ class Job:
         params: the task's own parameters, the JSON form of its ``Params`` dataclass
             (e.g. :class:`compstack.run.tasks.conformance.Params`); tasks without one
             leave it empty.
+        env: environment variables added to the worker's (e.g. ``XLA_FLAGS``, which a
+            stack reads when it is imported): the isolating executors start the worker
+            with them (the pool keeps such workers to jobs with the same ``env``); the
+            inline executor cannot apply them and ignores them.
     """
 
     model_path: str
@@ -91,6 +97,7 @@ class Job:
     canonical_path: str = ""
     threads: int = 0
     params: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))

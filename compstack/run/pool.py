@@ -2,10 +2,11 @@
 
 :class:`WorkerProcess` is one worker process that serves one target and many requests
 over a line protocol (``ready``, then ``progress``/``result`` lines per request), so the
-stack is imported once per worker: :mod:`compstack.run.worker` ``--serve`` (the pool
-executor, :class:`compstack.run.executors.PoolExecutor`) and :mod:`compstack.explain.worker`
-speak it. Each request has a wall-clock limit and optionally a memory limit; a worker
-that passes one is killed (``timeout``/``oom``, at the stage it last reported), a worker
+stack is imported once per worker: :mod:`compstack.run.worker` ``--serve`` speaks it, and
+the pool executor (:class:`compstack.run.executors.PoolExecutor`) drives it for every
+command that uses pool workers (compare, conformance, explain and fuzz among them). Each
+request has a wall-clock limit and optionally a memory limit; a worker that passes one
+is killed (``timeout``/``oom``, at the stage it last reported), a worker
 that dies is ``crashed`` (with the signal). Either way a fresh worker takes the next
 request, so one bad request costs one cell of the table. :func:`run_pool` runs the
 conformance cases of one target on the pool executor.
@@ -31,7 +32,7 @@ from compstack.core.procs import child_kwargs, python_module_argv, run_tempdir, 
 __all__ = ["WorkerProcess", "Reply", "run_pool"]
 
 
-_WHAT = {"compstack.run.worker": "pool worker", "compstack.explain.worker": "explain worker"}
+_WHAT = {"compstack.run.worker": "pool worker"}
 
 
 class WorkerProcess:
@@ -201,23 +202,6 @@ class WorkerProcess:
         if killed:
             return Reply(killed, stage, peak_mb=peak / 2**20, seconds=seconds, stage_seconds=spent)
         return Reply("crashed", stage, returncode=rc, seconds=seconds, stage_seconds=spent)
-
-    def run_case(self, name: str, timeout: float, start_timeout: float = 120.0,
-                 stage_times: bool = False) -> dict[str, Any]:
-        """Run one request (a case name, or a JSON line for :mod:`compstack.explain.worker`);
-        returns its result row (``timeout``/``crashed`` rows included, and ``crashed``
-        when a restarted worker does not start); with ``stage_times`` the row of a
-        finished case has ``stage_seconds``: wall time per stage."""
-        reply = self.request(name, timeout, start_timeout=start_timeout)
-        if reply.status == "ok":
-            return {**reply.result, "stage_seconds": reply.stage_seconds} if stage_times else reply.result
-        if reply.start_failed:
-            return {"case": name, "stage": "import", "status": "crashed", "error": reply.error, "seconds": 0.0}
-        if reply.status == "timeout":
-            error = f"killed after {timeout:g} s in stage {reply.stage}"
-        else:
-            error = f"worker died ({reply.how()}) in stage {reply.stage}"
-        return {"case": name, "stage": reply.stage, "status": reply.status, "error": error, "seconds": reply.seconds}
 
 
 @dataclass

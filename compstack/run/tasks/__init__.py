@@ -11,6 +11,7 @@ kernels        :mod:`compstack.run.tasks.kernels`          :class:`~compstack.ru
 profile        :mod:`compstack.run.tasks.kernels`          :class:`~compstack.run.tasks.kernels.Result`
 conformance    :mod:`compstack.run.tasks.conformance`      :class:`~compstack.run.tasks.conformance.CaseResult`
 optest         :mod:`compstack.run.tasks.optest`           ``{"cells": [CaseResult...]}``
+evaluate       :mod:`compstack.run.tasks.evaluate`         :class:`~compstack.run.tasks.evaluate.Result`
 =============  ==========================================  =====================================
 
 The executors (:mod:`compstack.run.executors`) never look at the kind: a task runs the
@@ -32,6 +33,7 @@ KINDS: dict[str, str] = {
     "profile": "compstack.run.tasks.kernels",
     "conformance": "compstack.run.tasks.conformance",
     "optest": "compstack.run.tasks.optest",
+    "evaluate": "compstack.run.tasks.evaluate",
 }
 
 

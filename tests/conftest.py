@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +16,28 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 TESTS = Path(__file__).parent
+
+# Jobs run on a fresh process each unless a test asks for another executor: the default of
+# multi-target commands, the daemon (compstack.run.daemon), would leave one background
+# server per test's environment (each test has its own cache folder). tests/test_daemon.py
+# and the executor-parametrised fault tests run the daemon; their servers live in a socket
+# folder of this session's own, stopped at the end (_daemons).
+os.environ.setdefault("COMPSTACK_EXECUTOR", "process")
+os.environ.setdefault("COMPSTACK_DAEMON_IDLE_S", "60")
+_RUNTIME = tempfile.mkdtemp(prefix="cs-rt-")  # short: a Unix socket path has at most 107 bytes
+os.environ["XDG_RUNTIME_DIR"] = _RUNTIME
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _daemons() -> Iterator[None]:
+    """Stop every daemon the session started (their workers with them), then remove
+    their socket folder."""
+    yield
+    from compstack.run.daemon import stop_daemons
+
+    os.environ["XDG_RUNTIME_DIR"] = _RUNTIME
+    stop_daemons()
+    shutil.rmtree(_RUNTIME, ignore_errors=True)
 
 
 def make_mlp(path: Path, opset: int = 17, batch: int = 4) -> Path:

@@ -50,9 +50,8 @@ class _Server:
         with self.pool._lock:
             idle = {id(w) for ws in self.pool._idle.values() for w in ws}
             workers = [{"target_ref": w.key[0], "threads": w.key[1],
-                        "pid": w.proc.pid if w.proc is not None else None,
-                        "rss_mb": round(tree_rss_bytes(w.proc.pid) / 2**20, 1) if w.proc is not None else 0.0,
-                        "busy": id(w) not in idle} for w in self.pool._all]
+                        "pid": w.proc.pid, "rss_mb": round(tree_rss_bytes(w.proc.pid) / 2**20, 1),
+                        "busy": id(w) not in idle} for w in self.pool._all if w.proc is not None]
         with self.lock:
             idle_for = 0.0 if self.active else time.monotonic() - self.last
             return {"pid": os.getpid(), "key": self.path.stem, "socket": str(self.path),

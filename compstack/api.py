@@ -24,7 +24,7 @@ from compstack.core.config import settings as _settings
 from compstack.core.errors import UserError
 from compstack.core.ir import SourceModel
 from compstack.core.latency import LatencyConfig
-from compstack.core.results import Report, Result
+from compstack.core.results import Report, Result, ResultsDB
 from compstack.fusion.run import KernelsOptions, TargetKernels
 from compstack.run.dump import DumpResult
 from compstack.run.runner import Limits
@@ -370,7 +370,8 @@ def run_conformance(targets: str | Sequence[str] = "cpu", *, pattern: str | None
                     cache_dir: PathLike | None = None, db: PathLike | None = None, junit: PathLike | None = None,
                     on_result: Callable[[str, dict[str, Any]], None] | None = None,
                     on_target: Callable[[str, int], None] | None = None) -> Any:
-    """Run the ONNX node tests on each target (``compstack conformance``) and store the run.
+    """Run the ONNX node tests on each target (``compstack conformance``), writing the run
+    to the results database as it goes (each case's row the moment it is known).
 
     Args:
         pattern: only cases whose name matches this regular expression.
@@ -405,23 +406,23 @@ def run_conformance(targets: str | Sequence[str] = "cpu", *, pattern: str | None
         except re.error as exc:
             raise UserError(f"--filter {pattern!r}: not a regular expression ({exc})") from None
     probe_dir(cfg.cache_dir, f"cache folder {cfg.cache_dir}: not writable")  # the cases are cached there
-    if cfg.db.exists() and not cfg.db.is_file():
-        raise UserError(f"--db {cfg.db}: not a regular file")
-    suite.trend(cfg.db)  # a database that is not ours fails before the run, not after it
+    suite.trend(cfg.db)  # a folder, or a database that is not ours, fails before the run, not after it
     all_cases = load_cases(cfg.cache_dir)
     cases = select(all_cases, pattern, sample, seed)
     if not cases:
         raise UserError(f"--filter {pattern!r}: matches none of the {len(all_cases)} cases")
     _check_writable_file(junit, "--junit")
-    report = suite.run_suite(cases, cases_path(cfg.cache_dir), names, workers=workers or os.cpu_count() or 1,
-                             timeout=timeout_s, cache_dir=cfg.cache_dir if cache else None,
-                             xfail_dir=Path(xfail_dir) if xfail_dir else suite.DEFAULT_XFAIL_DIR,
-                             update_xfail=update_xfail, target_options={k: dict(v) for k, v in topts.items()},
-                             on_result=on_result,
-                             on_target=on_target,
-                             selection={"filter": pattern, "sample": sample, "seed": seed,
-                                        "total_available": len(all_cases)})
-    suite.store(report, cfg.db)
+    results = ResultsDB(cfg.db, cfg.db_busy_timeout_s)  # written row by row: a killed run keeps its finished cases
+    try:
+        report = suite.run_suite(cases, cases_path(cfg.cache_dir), names, workers=workers or os.cpu_count() or 1,
+                                 timeout=timeout_s, cache_dir=cfg.cache_dir if cache else None,
+                                 xfail_dir=Path(xfail_dir) if xfail_dir else suite.DEFAULT_XFAIL_DIR,
+                                 update_xfail=update_xfail, target_options={k: dict(v) for k, v in topts.items()},
+                                 on_result=on_result, on_target=on_target,
+                                 selection={"filter": pattern, "sample": sample, "seed": seed,
+                                            "total_available": len(all_cases)}, db=results)
+    finally:
+        results.close()
     if junit:
         from compstack.report.junit import conformance_junit, write_junit
 

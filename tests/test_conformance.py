@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +15,7 @@ import pytest
 from compstack import targets as registry
 from compstack.conformance import suite
 from compstack.conformance.cases import cases_path, load_cases, select
+from compstack.core.results import ResultsDB
 from conftest import run_cli
 
 for _name, _cls in [("crash-segfault", "SegfaultTarget"), ("crash-raise", "RaiseTarget")]:
@@ -125,3 +131,80 @@ def test_compile_failures_are_cached_for_warm_runs(cases_env: tuple[Path, list],
     assert first == second and first["test_adagrad"][:2] == ("unsupported", "compile")
     recorded = list((isolated_env / "c" / "artifacts" / "conformance-failures" / "ort-cpu").glob("*.json"))
     assert len(recorded) == 1 and json.loads(recorded[0].read_text())["stage"] == "compile"
+
+
+def _db_rows(db: Path, sql: str) -> list[tuple]:
+    conn = sqlite3.connect(db)  # a second connection, as another process would read it
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def test_case_rows_are_in_the_database_before_the_run_ends(cases_env: tuple[Path, list], isolated_env: Path) -> None:
+    db_path = isolated_env / "rows.sqlite"
+    seen: list[tuple[str, list[tuple], list[tuple]]] = []
+
+    def on_result(target: str, row: dict) -> None:  # the pool's callback: the row must already be stored
+        seen.append((row["case"], _db_rows(db_path, "SELECT name, status, stage FROM conformance_cases"),
+                     _db_rows(db_path, "SELECT command, status, ended FROM runs")))
+
+    db = ResultsDB(db_path)
+    try:
+        report = _run(cases_env, "ort-cpu", "^(test_abs|test_adagrad|test_relu)$", isolated_env, db=db,
+                      on_result=on_result)
+    finally:
+        db.close()
+    assert len(seen) == 3
+    for i, (case, stored, runs) in enumerate(seen):
+        assert len(stored) == i + 1 and case in {name for name, _, _ in stored}
+        assert runs == [("conformance", "running", None)]
+        assert _db_rows(db_path, "SELECT COUNT(*) FROM conformance_runs") == [(1,)]  # written once its target ends
+    rows = {r["case"]: (r["case"], r["status"], r["stage"]) for r in report.rows}
+    assert sorted(_db_rows(db_path, "SELECT name, status, stage FROM conformance_cases")) == sorted(rows.values())
+    assert rows["test_adagrad"][1:] == ("unsupported", "compile") and rows["test_abs"][1] == "passed"
+    ((status, ended),) = _db_rows(db_path, "SELECT status, ended FROM runs")
+    assert status == "done" and ended is not None
+    (t,) = suite.trend(db_path)
+    assert (t["run_id"], t["target"], t["total"], t["passed"]) == (report.run_id, "ort-cpu", 3, 2)
+
+
+#: ``compstack`` with tests/crashy.py's hanging target registered (the CLI in a subprocess).
+_CLI_HANG = ("import sys\nfrom compstack import targets as r\nr.register('crash-hang', 'crashy:HangTarget')\n"
+             "from compstack.cli import main\nmain(sys.argv[1:])\n")
+
+
+@pytest.mark.parametrize("sig,status", [(signal.SIGKILL, "running"), (signal.SIGTERM, "interrupted")])
+def test_killed_run_keeps_its_finished_cases(isolated_env: Path, sig: int, status: str) -> None:
+    """A conformance run killed while a later target hangs: the finished target's cases and
+    summary are in the database; the run is ``running`` after SIGKILL (nothing could mark
+    it) and ``interrupted`` after SIGTERM; the hanging worker goes with it."""
+    db_path = isolated_env / "killed.sqlite"
+    proc = subprocess.Popen([sys.executable, "-c", _CLI_HANG, "conformance", "--targets", "ort-cpu,crash-hang",
+                             "--filter", "^(test_abs|test_relu)$", "--workers", "1", "--timeout", "300",
+                             "--no-cache", "--db", str(db_path), "--json"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None and not workers:
+            if db_path.exists() and _db_rows(db_path, "SELECT name FROM sqlite_master WHERE name='conformance_runs'") \
+                    and _db_rows(db_path, "SELECT target FROM conformance_runs"):
+                workers = [int(c) for t in Path(f"/proc/{proc.pid}/task").iterdir()
+                           for c in (t / "children").read_text().split()]  # crash-hang's worker
+            time.sleep(0.2)
+        assert proc.poll() is None and workers, proc.stderr.read() if proc.stderr else ""
+    finally:
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == (-9 if sig == signal.SIGKILL else 143), err
+    cases = sorted(_db_rows(db_path, "SELECT target, name, status FROM conformance_cases"))
+    assert cases == [("ort-cpu", "test_abs", "passed"), ("ort-cpu", "test_relu", "passed")]
+    ((command, got, ended),) = _db_rows(db_path, "SELECT command, status, ended FROM runs")
+    assert (command, got, ended is None) == ("conformance", status, status == "running")
+    (t,) = suite.trend(db_path)
+    assert (t["target"], t["total"], t["passed"]) == ("ort-cpu", 2, 2)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() for w in workers):
+        time.sleep(0.2)
+    assert not any(Path(f"/proc/{w}").exists() for w in workers), "the hanging worker outlived the run"

@@ -829,6 +829,20 @@ def test_runtime_reduce_axes_ambiguous_is_unsupported():
         check_declared_outputs("ReduceSum", {"x": rnd(3, 3), "a": np.array([0], np.int64)}, {"keepdims": 0})
 
 
+@pytest.mark.parametrize(("op", "what"), [("Reshape", "shape"), ("CumSum", "axis"), ("TopK", "k")])
+def test_omitted_required_operand_is_unsupported_naming_the_node(op, what):
+    """A required operand left out (input name ''), with no inferred output shape to stand
+    in for it: an UnsupportedError naming the node and the input (was a TypeError on None)."""
+    outs = [helper.make_tensor_value_info("y", TP.FLOAT, None)]
+    if op == "TopK":
+        outs.append(helper.make_tensor_value_info("i", TP.INT64, None))
+    graph = helper.make_graph([helper.make_node(op, ["x", ""], [o.name for o in outs])], "g",
+                              [helper.make_tensor_value_info("x", TP.FLOAT, [2, 3])], outs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    with pytest.raises(UnsupportedError, match=f"{op} node '{op}_0': input 1 \\({what}\\) is required but omitted"):
+        run_fx(model, {"x": np.ones((2, 3), np.float32)})
+
+
 # ---------------------------------------------------------------------------------------
 # the spec where onnx.reference departs from it (or has no kernel): numpy oracles
 

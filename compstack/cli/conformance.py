@@ -66,6 +66,8 @@ def conformance(targets_spec: str, pattern: str | None, sample: int | None, seed
                                      timeout_s=timeout, xfail_dir=xfail_dir, update_xfail=update_xfail,
                                      target_options=topts, cache=not no_cache, cache_dir=cache_dir, db=db,
                                      junit=junit, on_result=progress.row, on_target=progress.target)
+    for warning in report.warnings:
+        print(f"compstack: {warning}", file=sys.stderr)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=1))
     else:

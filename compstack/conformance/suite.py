@@ -9,8 +9,8 @@ For each target the cases run on a pool of long-lived workers
 XFAIL files (``<xfail-dir>/<target>@<stack version>.txt``, one failing case per line
 with ``# stage: error``) pin the known failures of one stack version: a listed case
 that passes is reported ``fixed``, a case that fails and is not listed is a
-``regression``. Every run is stored in the results database (tables
-``conformance_runs`` and ``conformance_cases``) for ``--trend``.
+``regression``. Every run is written to the results database as it goes (its ``runs``
+row, then ``conformance_cases`` row by row, ``conformance_runs`` per target) for ``--trend``.
 """
 
 from __future__ import annotations
@@ -21,12 +21,15 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from compstack import targets as registry
 from compstack.conformance.cases import Case
 from compstack.core.errors import UserError
 from compstack.run.pool import run_pool
+
+if TYPE_CHECKING:
+    from compstack.core.results import ResultsDB
 
 __all__ = ["FUNNEL", "RULE", "TargetSummary", "SuiteReport", "run_suite", "store", "trend", "read_xfail",
            "write_xfail", "xfail_path", "DEFAULT_XFAIL_DIR"]
@@ -88,6 +91,8 @@ class SuiteReport:
     summaries: list[TargetSummary]
     rows: list[dict[str, Any]]
     selection: dict[str, Any]
+    #: One-line warnings for the reader (rows kept in the database's journal); not in ``to_json``.
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": 1, "run_id": self.run_id, "rule": self.rule, "selection": self.selection,
@@ -128,12 +133,15 @@ def _version(versions: dict[str, str]) -> str:
     return next(iter(versions.values()), "unknown") if versions else "unknown"
 
 
+_NO_START = "worker did not start"
+
+
 def run_suite(cases: Sequence[Case], cases_file: Path, target_names: Sequence[str], *, workers: int,
               timeout: float, cache_dir: Path | None, xfail_dir: Path, update_xfail: bool = False,
               target_options: dict[str, dict[str, str]] | None = None,
               on_result: Callable[[str, dict[str, Any]], None] | None = None,
               on_target: Callable[[str, int], None] | None = None,
-              selection: dict[str, Any] | None = None) -> SuiteReport:
+              selection: dict[str, Any] | None = None, db: ResultsDB | None = None) -> SuiteReport:
     """Run ``cases`` on each target; see the module docstring.
 
     Args:
@@ -144,49 +152,111 @@ def run_suite(cases: Sequence[Case], cases_file: Path, target_names: Sequence[st
         cache_dir: artifact cache root (compiled cases are cached), or None.
         xfail_dir: where the XFAIL files are.
         update_xfail: rewrite each target's XFAIL file from this run.
-        on_result: progress callback ``(target, row)``; ``on_target(target, n)`` at start.
+        on_result: progress callback ``(target, row)``, called after the row is in ``db``;
+            ``on_target(target, n)`` at start.
         selection: how the cases were chosen (filter, sample), stored with the run.
+        db: the results database the run is written to as it goes (see :class:`_Recorder`:
+            a run killed part-way keeps every finished case), or None.
 
     Raises:
-        UserError: unknown target.
+        UserError: unknown target (before anything runs or is written).
     """
-    run_id = uuid.uuid4().hex[:12]
-    summaries, rows = [], []
-    names = [c.name for c in cases]
+    entries = {e.name: e for e in registry.entries()}
     for tname in target_names:
-        entry = next((e for e in registry.entries() if e.name == tname), None)
-        if entry is None:
+        if tname not in entries:
             raise UserError(f"unknown target '{tname}'; run `compstack targets` to list them")
-        summary = TargetSummary(tname)
-        if on_target:
-            on_target(tname, len(names))
-        spec = {"target": tname, "target_ref": entry.ref, "options": (target_options or {}).get(tname, {}),
-                "cases": str(cases_file), "cache_dir": str(cache_dir) if cache_dir else None}
-        target_rows: list[dict[str, Any]] = []
+    names = [c.name for c in cases]
+    report = SuiteReport(uuid.uuid4().hex[:12], RULE, [], [], {"cases": len(names), **(selection or {})})
+    recorder = _Recorder(db, report) if db is not None else None
+    status = "failed"
+    try:
+        for tname in target_names:
+            spec = {"target": tname, "target_ref": entries[tname].ref,
+                    "options": (target_options or {}).get(tname, {}), "cases": str(cases_file),
+                    "cache_dir": str(cache_dir) if cache_dir else None}
+            summary, target_rows = _run_target(spec, names, workers, timeout, recorder, on_result, on_target)
+            if summary.available and not summary.reason.startswith(_NO_START):
+                _check_xfail(summary, target_rows, xfail_dir, update_xfail)
+            target_rows.sort(key=lambda r: r["case"])
+            report.rows.extend(target_rows)
+            report.summaries.append(summary)
+        status = "done"
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the CLI turns it into KeyboardInterrupt)
+        status = "interrupted"
+        raise
+    finally:
+        if recorder is not None:
+            recorder.finish(status)
+    return report
 
-        def collect(row: dict[str, Any], tname: str = tname, summary: TargetSummary = summary,
-                    target_rows: list[dict[str, Any]] = target_rows) -> None:
-            row = {"target": tname, **row}
-            summary.add(row)
-            target_rows.append(row)
-            if on_result:
-                on_result(tname, row)
 
-        t0 = time.perf_counter()
-        info = run_pool(spec, names, workers, timeout, collect)
-        summary.seconds = time.perf_counter() - t0
-        summary.version = _version(info.get("versions", {}))
-        summary.available = bool(info.get("available", True))
-        summary.reason = info.get("reason", "")
-        summary.restarts = int(info.get("restarts", 0))
-        if info.get("start_error"):
-            summary.reason = f"worker did not start: {info['start_error']}"
-        elif summary.available:
-            _check_xfail(summary, target_rows, xfail_dir, update_xfail)
-        target_rows.sort(key=lambda r: r["case"])
-        rows.extend(target_rows)
-        summaries.append(summary)
-    return SuiteReport(run_id, RULE, summaries, rows, {"cases": len(names), **(selection or {})})
+def _run_target(spec: dict[str, Any], names: list[str], workers: int, timeout: float, recorder: _Recorder | None,
+                on_result: Callable[[str, dict[str, Any]], None] | None,
+                on_target: Callable[[str, int], None] | None) -> tuple[TargetSummary, list[dict[str, Any]]]:
+    """One target's cases on its pool: its summary and rows (each written as it comes)."""
+    tname = spec["target"]
+    summary = TargetSummary(tname)
+    if on_target:
+        on_target(tname, len(names))
+    rows: list[dict[str, Any]] = []
+
+    def collect(row: dict[str, Any]) -> None:  # serialised by run_pool's lock
+        row = {"target": tname, **row}
+        summary.add(row)
+        rows.append(row)
+        if recorder is not None:
+            recorder.case(row)
+        if on_result:
+            on_result(tname, row)
+
+    t0 = time.perf_counter()
+    info = run_pool(spec, names, workers, timeout, collect)
+    summary.seconds = time.perf_counter() - t0
+    summary.version = _version(info.get("versions", {}))
+    summary.available = bool(info.get("available", True))
+    summary.reason = info.get("reason", "")
+    summary.restarts = int(info.get("restarts", 0))
+    if info.get("start_error"):
+        summary.reason = f"{_NO_START}: {info['start_error']}"
+    if recorder is not None:
+        recorder.target(summary)
+    return summary, rows
+
+
+class _Recorder:
+    """Writes a conformance run to the results database the moment each row exists: its
+    ``runs`` row (``running`` at the start; ``done``, ``interrupted`` or ``failed`` at the
+    end, as :meth:`ResultsDB.run_status` does for ``compare``), each case's
+    ``conformance_cases`` row as the pool reports it, and each target's
+    ``conformance_runs`` row once its cases are done. A write SQLite refuses goes to the
+    database's journal; its one-line warning ends up in :attr:`SuiteReport.warnings`.
+    """
+
+    def __init__(self, db: ResultsDB, report: SuiteReport) -> None:
+        import onnx
+
+        from compstack.core.results import Report
+
+        self.db, self.report, self.onnx_version = db, report, onnx.__version__
+        self.run = Report(model={"name": f"onnx-{onnx.__version__}"}, reference={}, run_id=report.run_id)
+        db.run_status(self.run, "running", command="conformance")
+
+    def case(self, row: dict[str, Any]) -> None:
+        self.db.write("conformance_cases", {"run_id": self.report.run_id, "target": row["target"],
+                                            "name": row["case"], "status": row["status"], "stage": row["stage"],
+                                            "error": row["error"], "seconds": row["seconds"]})
+
+    def target(self, s: TargetSummary) -> None:
+        self.db.write("conformance_runs", {
+            "run_id": self.report.run_id, "created": time.time(), "target": s.target, "version": s.version,
+            "onnx_version": self.onnx_version, "total": s.total, "passed": s.passed, "unsupported": s.unsupported,
+            "timeout": s.timeout, "crashed": s.crashed, "failed_at_json": json.dumps(s.failed_at),
+            "seconds": s.seconds, "selection_json": json.dumps(self.report.selection)})
+
+    def finish(self, status: str) -> None:
+        self.db.run_status(self.run, status, command="conformance")
+        self.report.warnings.extend(w for w in [*self.run.warnings, self.db.warning]
+                                    if w and w not in self.report.warnings)
 
 
 def _check_xfail(summary: TargetSummary, rows: list[dict[str, Any]], xfail_dir: Path, update: bool) -> None:
@@ -202,7 +272,7 @@ def _check_xfail(summary: TargetSummary, rows: list[dict[str, Any]], xfail_dir: 
 
 
 def store(report: SuiteReport, db: Path) -> None:
-    """Append the run to the results database (its ``runs`` row, one
+    """Append a run made without ``run_suite(db=...)`` to the results database at once (its ``runs`` row, one
     ``conformance_runs`` row per target, one ``conformance_cases`` row per case and
     target; tables of :data:`compstack.core.results.MIGRATIONS`).
 

@@ -28,14 +28,15 @@ import os
 import sqlite3
 import time
 import uuid
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from compstack.core.errors import UserError
 
-__all__ = ["DB_SCHEMA_VERSION", "MIGRATIONS", "SCHEMA_VERSION", "STATUSES", "AddColumn", "Result", "Report",
-           "ResultsDB", "connect", "migrate"]
+__all__ = ["DB_SCHEMA_VERSION", "JOURNAL_TABLES", "MIGRATIONS", "SCHEMA_VERSION", "STATUSES", "AddColumn", "Result",
+           "Report", "ResultsDB", "connect", "migrate"]
 
 #: Schema version of the ``--json`` report (:meth:`Report.to_json`).
 SCHEMA_VERSION = 1
@@ -311,7 +312,8 @@ BUSY_TIMEOUT_S = 30.0
 
 
 class ResultsDB:
-    """The SQLite results database (one file; created on first use).
+    """The SQLite results database (one file; created on first use). Any thread may write
+    through it, one write at a time: callers serialise them (the conformance pool's callback lock does).
 
     Args:
         path: the database file.
@@ -332,7 +334,7 @@ class ResultsDB:
         except OSError as exc:
             raise UserError(f"--db {self.path}: cannot open results database: {exc.strerror or exc}") from None
         try:
-            self.conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s)
+            self.conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s, check_same_thread=False)
             migrate(self.conn)
             self._replay()
         except sqlite3.Error as exc:
@@ -340,17 +342,15 @@ class ResultsDB:
 
     def _unwritable(self, exc: BaseException) -> None:
         if self.conn is not None:
-            try:
+            with suppress(sqlite3.Error):
                 self.conn.close()
-            except sqlite3.Error:
-                pass
         self.conn = None
         if not self.warning:
             self.warning = (f"results database {self.path} cannot be written ({exc}); "
                             f"rows are kept in {self.journal}")
 
-    def _write(self, table: str, row: dict[str, Any]) -> None:
-        """Insert (or, for ``runs``, upsert) one row; journal it when SQLite refuses."""
+    def write(self, table: str, row: dict[str, Any]) -> None:
+        """Insert one row of a :data:`JOURNAL_TABLES` table now (``runs``, ``sweeps``: upsert), else journal it."""
         if self.conn is not None:
             try:
                 with self.conn:
@@ -379,11 +379,12 @@ class ResultsDB:
         if self.conn is None or not self.journal.is_file():
             return
         records = []
+        columns = {t: {r[1] for r in self.conn.execute(f"PRAGMA table_info({t})")} for t in JOURNAL_TABLES}
         for line in self.journal.read_text(errors="replace").splitlines():
             try:
                 rec = json.loads(line)
-                if rec["table"] in _TABLE_COLUMNS and isinstance(rec["row"], dict):
-                    allowed = _TABLE_COLUMNS[rec["table"]]
+                if rec["table"] in columns and isinstance(rec["row"], dict):
+                    allowed = columns[rec["table"]]
                     records.append((rec["table"], {k: v for k, v in rec["row"].items() if k in allowed}))
             except (ValueError, KeyError, TypeError):
                 continue  # a torn last line of a killed run
@@ -405,7 +406,7 @@ class ResultsDB:
                   json.dumps(result.flags, default=str), report.reference.get("target", ""),
                   int(result.cached), result.log[-20000:], sweep_id, json.dumps(dict(options or {})),
                   resumed_from)
-        self._write("results", dict(zip(_COLUMNS, values)))
+        self.write("results", dict(zip(_COLUMNS, values)))
         if self.warning and self.warning not in report.warnings:
             report.warnings.append(self.warning)
 
@@ -413,7 +414,7 @@ class ResultsDB:
         """Record the run in the ``runs`` table: ``running`` at the start, then ``done``,
         ``interrupted`` (Ctrl-C, SIGTERM) or ``failed`` (compstack's own error)."""
         ended = None if status == "running" else time.time()
-        self._write("runs", {"run_id": report.run_id, "command": command, "model_name": report.model.get("name", ""),
+        self.write("runs", {"run_id": report.run_id, "command": command, "model_name": report.model.get("name", ""),
                              "started": report.started, "ended": ended, "status": status})
         if self.warning and self.warning not in report.warnings:
             report.warnings.append(self.warning)
@@ -434,7 +435,7 @@ class ResultsDB:
         kernels = row.kernels.to_json() if getattr(row, "kernels", None) is not None else None
         profile = row.profile.to_json() if getattr(row, "profile", None) is not None else None
         count = kernels.get("kernel_count") if isinstance(kernels, dict) else None
-        self._write("kernel_rows", {
+        self.write("kernel_rows", {
             "run_id": run_id, "created": time.time(), "command": command, "model_name": model.get("name", ""),
             "fingerprint": model.get("fingerprint", ""), "target": row.target, "status": row.status,
             "stage": getattr(row, "stage", ""), "error": getattr(row, "error", ""),
@@ -460,7 +461,7 @@ class ResultsDB:
 
     def sweep_status(self, sweep: dict[str, Any]) -> None:
         """Upsert a sweep's row in the ``sweeps`` table (keys of :data:`_SWEEP_COLUMNS`)."""
-        self._write("sweeps", {k: sweep.get(k) for k in _SWEEP_COLUMNS})
+        self.write("sweeps", {k: sweep.get(k) for k in _SWEEP_COLUMNS})
 
     def sweeps(self) -> list[dict[str, Any]]:
         """Every recorded sweep, oldest first (empty when the database cannot be read)."""
@@ -508,6 +509,5 @@ class ResultsDB:
 _RUN_COLUMNS = ("run_id", "command", "model_name", "started", "ended", "status")
 _SWEEP_COLUMNS = ("sweep_id", "started", "ended", "status", "executor", "models_json", "targets_json", "baseline",
                   "summary_json")
-_KERNEL_COLUMNS = ("run_id", "created", "command", "model_name", "fingerprint", "target", "status", "stage", "error",
-                   "compile_s", "kernels", "kernels_json", "profile_json", "versions_json", "flags_json", "notes_json")
-_TABLE_COLUMNS = {"results": _COLUMNS, "runs": _RUN_COLUMNS, "sweeps": _SWEEP_COLUMNS, "kernel_rows": _KERNEL_COLUMNS}
+#: The tables :meth:`ResultsDB.write` writes, so the ones a journal's rows may go back into.
+JOURNAL_TABLES = ("results", "runs", "sweeps", "kernel_rows", "conformance_runs", "conformance_cases")

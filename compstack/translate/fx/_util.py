@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import torch
@@ -15,7 +15,9 @@ __all__ = [
     "is_float",
     "is_int",
     "known",
+    "need_static",
     "normalize_index",
+    "required_ints",
     "static_ints",
     "tdtype",
     "widen_call",
@@ -80,6 +82,30 @@ def static_ints(ctx: Any, i: int, what: str) -> list[int] | None:
     when omitted."""
     value = ctx.static(i, what)
     return None if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def required_ints(ctx: Any, i: int, what: str) -> list[int]:
+    """:func:`static_ints` of an input the op requires.
+
+    Raises:
+        UnsupportedError: the input is computed at run time, or omitted (naming the node).
+    """
+    value = static_ints(ctx, i, what)
+    if value is None:
+        raise ctx.unsupported(f"input {i} ({what}) is required but omitted")
+    return value
+
+
+def need_static(ctx: Any, i: int, what: str) -> NoReturn:
+    """Raise for input ``i``, needed at conversion time (its value, or shape inference's
+    output shape in its place) and not known there.
+
+    Raises:
+        UnsupportedError: always: ``must be known at compile time`` for a run-time input
+            (``ctx.static``'s message), ``omitted`` for an omitted one.
+    """
+    ctx.static(i, what)  # raises for a run-time input
+    raise ctx.unsupported(f"input {i} ({what}) is omitted and the output shape is unknown")
 
 
 _U64 = np.dtype(np.uint64)

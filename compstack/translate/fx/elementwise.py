@@ -63,8 +63,8 @@ def mod(ctx, a, b):
 
 
 def _variadic(fn, u64):
-    def convert(ctx, *xs):
-        xs = [x for x in xs if x is not None]
+    def convert(ctx, *inputs):
+        xs = [x for x in inputs if x is not None]
         return widen_call(ctx, lambda *ys: functools.reduce(fn, ys), *xs, u64=u64)
 
     return convert
@@ -76,9 +76,9 @@ TABLE.op("Sum", since=8)(_variadic(torch.add, "bits"))
 
 
 @TABLE.op("Mean", since=8)
-def mean(ctx, *xs):
+def mean(ctx, *inputs):
     """Mean of the inputs (accumulated in the input dtype, like the reference)."""
-    xs = [x for x in xs if x is not None]
+    xs = [x for x in inputs if x is not None]
     return functools.reduce(torch.add, xs) / len(xs)
 
 

@@ -18,7 +18,7 @@ from compstack.translate.fx._util import (
     moves_data,
     normalize_index,
     out_shape_or_none,
-    static_ints,
+    required_ints,
     tdtype,
 )
 
@@ -170,7 +170,7 @@ def top_k(ctx, x, k):
     if known(ctx, 1) is None and out_shape_or_none(ctx) is not None:
         kk = ctx.out_shape(0)[axis]  # a runtime k: the inferred output size
     else:
-        kk = static_ints(ctx, 1, "k")[0]
+        kk = required_ints(ctx, 1, "k")[0]
     dt = ctx.dtype(0)
     xs = x.to(torch.int64) if dt in (np.uint16, np.uint32) else x
     res = torch.sort(xs, dim=axis, descending=bool(ctx.attr("largest", 1)), stable=True)

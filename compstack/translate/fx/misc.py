@@ -25,6 +25,7 @@ from compstack.translate.fx._util import (
     axis_of,
     is_float,
     known,
+    need_static,
     out_shape_or_none,
     tdtype,
 )
@@ -464,7 +465,7 @@ def _window_size(ctx):
         return int(np.asarray(value).reshape(-1)[0])
     out = out_shape_or_none(ctx)
     if out is None:
-        ctx.static(0, "size")
+        need_static(ctx, 0, "size")
     return out[0]
 
 
@@ -492,9 +493,8 @@ def col2im(ctx, x, image_shape, block_shape):
     block = [int(v) for v in ctx.static(2, "block_shape")]
     if len(image) != 2:
         raise ctx.unsupported(f"{len(image)}-D images (torch folds 2-D ones)")
-    dil = list(ctx.attr("dilations", None) or [1, 1])
-    strides = list(ctx.attr("strides", None) or [1, 1])
+    dil, strides = (tuple(ctx.attr(name, None) or (1, 1)) for name in ("dilations", "strides"))
     pads = list(ctx.attr("pads", None) or [0, 0, 0, 0])
-    canvas = [image[i] + pads[i] + pads[i + 2] for i in range(2)]
-    y = F.fold(x, canvas, block, dilation=dil, padding=0, stride=strides)
+    canvas = tuple(image[i] + pads[i] + pads[i + 2] for i in range(2))
+    y = F.fold(x, canvas, tuple(block), dilation=dil, padding=0, stride=strides)
     return y[:, :, pads[0]:pads[0] + image[0], pads[1]:pads[1] + image[1]]

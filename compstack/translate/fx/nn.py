@@ -10,6 +10,7 @@ kernels only ever see the floor-mode geometry.
 from __future__ import annotations
 
 import math
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -420,7 +421,8 @@ def _pool_setup(ctx):
     return shape, n, kernel, strides, dilations, begin, end, out, extra
 
 
-_MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+#: By rank; called with a run-time bool ``return_indices`` (torch's stubs overload only its literals).
+_MAX_POOL: dict[int, Callable[..., Any]] = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 
 
 @TABLE.op("MaxPool", since=1)
@@ -432,8 +434,7 @@ def max_pool(ctx, x):
     dt = ctx.dtype(0)
     xf = x if is_float(dt) else x.to(torch.float32)
     want_idx = len(ctx.node.outputs) > 1 and ctx.node.outputs[1] is not None and bool(ctx.node.outputs[1].name)
-    direct = (begin == end and all(e == 0 for e in extra)
-              and all(0 <= begin[i] <= kernel[i] // 2 for i in range(n)))
+    direct = begin == end and all(e == 0 for e in extra) and all(0 <= begin[i] <= kernel[i] // 2 for i in range(n))
     if direct:
         padded_sp, offset = list(shape[2:]), [0] * n
         res = _MAX_POOL[n](xf, kernel, strides, begin, dilations, return_indices=want_idx)
@@ -456,10 +457,10 @@ def max_pool(ctx, x):
         rem = torch.div(rem, padded_sp[i], rounding_mode="floor")
     coords.reverse()
     in_sp = shape[2:]
-    order = range(n) if ctx.attr("storage_order", 0) == 0 else reversed(range(n))
-    flat = None
-    for i in order:
-        flat = coords[i] if flat is None else flat * in_sp[i] + coords[i]
+    order = list(range(n)) if ctx.attr("storage_order", 0) == 0 else list(reversed(range(n)))
+    flat = coords[order[0]]
+    for i in order[1:]:
+        flat = flat * in_sp[i] + coords[i]
     plane = int(np.prod(in_sp, dtype=np.int64))
     base = torch.arange(shape[0] * shape[1], dtype=torch.int64).reshape([shape[0], shape[1]] + [1] * n) * plane
     return y, flat + base
@@ -729,10 +730,9 @@ def _weighted_nll(ctx, logp, target, weight):
     reduction = ctx.attr("reduction", "mean")
     if reduction not in ("mean", "sum", "none"):
         raise ctx.unsupported(f"reduction={reduction!r}")
-    ignore = ctx.attr("ignore_index", None)
+    ignore = ctx.attr("ignore_index", None)  # None: torch's default, -100
     target = target.to(torch.int64)
-    kw = {"ignore_index": int(ignore)} if ignore is not None else {}
-    return F.nll_loss(logp, target, weight, reduction=reduction, **kw)
+    return F.nll_loss(logp, target, weight, ignore_index=-100 if ignore is None else int(ignore), reduction=reduction)
 
 
 @TABLE.op("NegativeLogLikelihoodLoss", since=13)
@@ -875,7 +875,7 @@ def attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, nonp
     y = torch.matmul(probs.to(dt), v)
     if rank == 3:
         y = y.transpose(1, 2).reshape(batch, q_len, -1)
-    outs = [y]
+    outs: list[torch.Tensor | None] = [y]
     for j, val in ((1, present_k), (2, present_v), (3, qk_out)):
         if _output_wanted(ctx, j):
             outs += [None] * (j - len(outs)) + [val.to(dt) if j == 3 else val]
@@ -1094,12 +1094,12 @@ def _recurrent(ctx, kind, x, w, r, b, lens, h0, c0=None, p=None):
         cs.append(c)
     y = torch.stack(ys, 1)  # (seq, dirs, batch, hidden)
     y_h = torch.stack(hs, 0)
-    y_c = torch.stack(cs, 0) if kind == "LSTM" else None
+    y_c = torch.stack([c for c in cs if c is not None], 0) if kind == "LSTM" else None  # LSTM: no c is None
     if layout:
         y = y.permute(2, 0, 1, 3)
         y_h = y_h.transpose(0, 1)
         y_c = y_c.transpose(0, 1) if y_c is not None else None
-    outs = [y, y_h] + ([y_c] if kind == "LSTM" else [])
+    outs = [y, y_h] + ([y_c] if y_c is not None else [])  # y_c: LSTM only
     n = len(ctx.node.outputs)
     return tuple(outs[:n]) if n > 1 else outs[0]
 

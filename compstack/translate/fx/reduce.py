@@ -21,7 +21,9 @@ from compstack.translate.fx._util import (
     axis_of,
     is_int,
     known,
+    need_static,
     out_shape_or_none,
+    required_ints,
     static_ints,
     tdtype,
 )
@@ -35,10 +37,10 @@ def _axes_from_shapes(ctx):
     are reduced does not matter). ``[]``: nothing but size-1 dims reduced, the same as the
     no-op case.
     """
-    in_shape, out = list(ctx.shape(0)), out_shape_or_none(ctx)
-    if out is None:
-        ctx.static(1, "axes")  # raises: neither the axes nor the output shape is known
-    out = list(out)
+    in_shape, out_shape = list(ctx.shape(0)), out_shape_or_none(ctx)
+    if out_shape is None:
+        need_static(ctx, 1, "axes")  # neither the axes nor the output shape is known
+    out = list(out_shape)
     rank = len(in_shape)
     if ctx.attr("keepdims", 1):
         if len(out) != rank:
@@ -201,7 +203,7 @@ TABLE.op("ArgMin", since=1)(_arg(torch.argmin))
 def _scan(fn, identity):
     def convert(ctx, x, axis):
         rank = len(ctx.shape(0))
-        ax = axis_of(static_ints(ctx, 1, "axis")[0], rank)
+        ax = axis_of(required_ints(ctx, 1, "axis")[0], rank)
         n = ctx.shape(0)[ax]
         reverse, exclusive = ctx.attr("reverse", 0), ctx.attr("exclusive", 0)
         src = ctx.dtype(0)

@@ -21,6 +21,7 @@ from compstack.translate.fx._util import (
     known,
     moves_data,
     out_shape_or_none,
+    required_ints,
     static_ints,
     tdtype,
 )
@@ -48,7 +49,7 @@ def reshape(ctx, x, shape):
     ``shape`` is taken from shape inference's output shape."""
     if known(ctx, 1) is None and out_shape_or_none(ctx) is not None:
         return torch.reshape(x, ctx.out_shape(0))  # a runtime shape: the inferred output
-    target = static_ints(ctx, 1, "shape")
+    target = required_ints(ctx, 1, "shape")
     if not ctx.attr("allowzero", 0) and 0 in target:
         in_shape = ctx.shape(0)
         target = [in_shape[i] if d == 0 else d for i, d in enumerate(target)]
@@ -150,7 +151,7 @@ def split(ctx, x, sizes=None):
         axis = axis_of(ctx.attr("axis", 0), len(ctx.shape(0)))
         shapes = [out_shape_or_none(ctx, j) for j in range(len(ctx.node.outputs))]
         if all(s is not None for s in shapes):
-            return _split(ctx, x, [s[axis] for s in shapes])
+            return _split(ctx, x, [s[axis] for s in shapes if s is not None])  # all are
     return _split(ctx, x, static_ints(ctx, 1, "split") if ctx.has(1) else None)
 
 
@@ -377,7 +378,7 @@ def trilu(ctx, x, k=None):
         kk = k.reshape(()).to(torch.int64)
         keep = diff >= kk if upper else diff <= kk
         return torch.where(keep, x, torch.zeros_like(x))
-    kk = static_ints(ctx, 1, "k")[0] if ctx.has(1) else 0
+    kk = required_ints(ctx, 1, "k")[0] if ctx.has(1) else 0
     return torch.triu(x, kk) if upper else torch.tril(x, kk)
 
 
@@ -398,7 +399,7 @@ def center_crop_pad(ctx, x, shape):
     if known(ctx, 1) is None and out_shape_or_none(ctx) is not None:
         target = [ctx.out_shape(0)[axis_of(a, rank)] for a in axes]
     else:
-        target = static_ints(ctx, 1, "shape")
+        target = required_ints(ctx, 1, "shape")
     begin, end = [0] * rank, [0] * rank
     for a, t in zip(axes, target):
         a = axis_of(a, rank)

@@ -689,10 +689,8 @@ def attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, nonp
         mask = jnp.where(mask, zero, neg_inf) if mask.dtype == jnp.bool_ else mask.astype(dtype)
     i_idx = np.arange(nq)[:, None]
     j_idx = np.arange(nkv)[None, :]
-    if nonpad_kv_seqlen is not None and past_key is None:
-        offset = jnp.asarray(nonpad_kv_seqlen).reshape(-1, 1, 1, 1).astype(jnp.int64) - nq
-    else:
-        offset = past_key.shape[2] if past_key is not None else 0
+    offset = (jnp.asarray(nonpad_kv_seqlen).reshape(-1, 1, 1, 1).astype(jnp.int64) - nq
+              if nonpad_kv_seqlen is not None and past_key is None else past_key.shape[2] if past_key is not None else 0)
     if ctx.attr("is_causal", 0):
         base = bias if mask is None else mask
         bias = base + jnp.where(j_idx <= i_idx + offset, zero, neg_inf)
@@ -740,7 +738,7 @@ def attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, nonp
     y = jnp.matmul(probs, V, precision=_common.PRECISION)
     if rank == 3:
         y = jnp.transpose(y, (0, 2, 1, 3)).reshape((b, nq, -1))
-    outs = [y.astype(dtype)]
+    outs: list[jax.Array | None] = [y.astype(dtype)]
     outs.append(present_k if _wanted(ctx, 1) else None)
     outs.append(present_v if _wanted(ctx, 2) else None)
     outs.append(jnp.broadcast_to(qk_out, (b, hq, nq, nkv)).astype(dtype) if _wanted(ctx, 3) else None)
@@ -810,8 +808,7 @@ def grid_sample(ctx, x, grid):
     align = bool(ctx.attr("align_corners", 0))
     if mode not in ("nearest", "linear", "cubic") or padding not in ("zeros", "border", "reflection"):
         raise ctx.unsupported(f"mode={mode!r}, padding_mode={padding!r}")
-    xs = shape_of(x)
-    n, c, dims = xs[0], xs[1], xs[2:]
+    n, c, *dims = shape_of(x)
     nd = len(dims)
     g = jnp.asarray(grid)
     out_sp = g.shape[1:-1]
@@ -849,18 +846,21 @@ def grid_sample(ctx, x, grid):
         taps.append(resolved)
     xf = jnp.reshape(x, (n, c, -1))
     strides = [int(np.prod(dims[i + 1:])) for i in range(nd)]
-    total = None
+    total: jax.Array | None = None
     for combo in np.ndindex(*[len(t) for t in taps]):
-        flat, w, ok = 0, 1.0, True
+        flat: jax.Array | int = 0
+        weight: jax.Array | float = 1.0
+        valid: jax.Array | bool = True
         for i, k in enumerate(combo):
             j, wi, oki = taps[i][k]
             flat = flat + j * strides[i]
-            w = w * wi
-            ok = ok & oki
+            weight = weight * wi
+            valid = valid & oki
         vals = jnp.take_along_axis(xf, jnp.reshape(flat, (n, 1, -1)), axis=2, mode="clip")
-        contrib = jnp.where(jnp.reshape(ok, (n, 1, -1)), vals * jnp.reshape(w, (n, 1, -1)).astype(xf.dtype),
-                            jnp.zeros((), xf.dtype))
+        contrib = jnp.where(jnp.reshape(valid, (n, 1, -1)),
+                            vals * jnp.reshape(weight, (n, 1, -1)).astype(xf.dtype), jnp.zeros((), xf.dtype))
         total = contrib if total is None else total + contrib
+    assert total is not None  # np.ndindex yields at least one tap combination (one empty one when nd == 0)
     return total.reshape((n, c, *out_sp)).astype(jnp.result_type(x))
 
 

@@ -100,9 +100,9 @@ def transpose(ctx, x):
 
 
 @TABLE.op("Concat", since=4)
-def concat(ctx, *xs):
+def concat(ctx, *inputs):
     """ONNX Concat along ``axis`` (negative allowed from 11)."""
-    xs = [x for x in xs if x is not None]
+    xs = [x for x in inputs if x is not None]
     axis = norm_axis(ctx.attr("axis"), jnp.ndim(xs[0]))
     return jnp.concatenate([jnp.asarray(x) for x in xs], axis=axis)
 
@@ -296,8 +296,8 @@ def trilu(ctx, x, k=None):
     rows, cols = shape_of(x)[-2:]
     r = lax.broadcasted_iota(jnp.int64, (rows, cols), 0)
     c = lax.broadcasted_iota(jnp.int64, (rows, cols), 1)
-    kk = jnp.reshape(k, ()).astype(jnp.int64)
-    keep = (c - r >= kk) if ctx.attr("upper", 1) else (c - r <= kk)
+    diag = jnp.reshape(k, ()).astype(jnp.int64)
+    keep = (c - r >= diag) if ctx.attr("upper", 1) else (c - r <= diag)
     return jnp.where(keep, x, jnp.zeros((), jnp.result_type(x)))
 
 

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
 
 from compstack.run.daemon import FRAMEWORK_ENV, _local_only, daemon_key, list_daemons, socket_dir, stop_daemons
 from compstack.run.jobs import Job
+from conftest import run_cli
 
 
 @pytest.fixture

@@ -100,7 +100,7 @@ def _evaluate_job(tmp: Path, name: str, target: str, request: str = "run", env: 
                params=Params("compile", request).to_json())
 
 
-@pytest.mark.parametrize("name", sorted(EXECUTORS))
+@pytest.mark.parametrize("name", EXECUTOR_NAMES)
 def test_evaluate_job_gives_relu_and_its_stage_times_on_every_executor(tmp_path: Path, name: str) -> None:
     from compstack.run.tasks.evaluate import Result
 

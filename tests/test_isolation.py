@@ -23,7 +23,7 @@ for _name, _cls in [("crash-segfault", "SegfaultTarget"), ("crash-abort", "Abort
 
 #: Every executor runs the fault tests; inline shares this process, so a segfault, abort,
 #: hang or memory hog there would take the test run with it: those cases skip it.
-EXECUTORS = ["process", "pool",
+EXECUTORS = ["process", "pool", "daemon",
              pytest.param("inline", marks=pytest.mark.skip(reason="inline runs in the test process: a segfault, "
                                                                   "abort, hang or hog would kill or stall pytest"))]
 
@@ -68,7 +68,7 @@ def test_memory_limit_makes_oom_row(mlp_onnx: Path, isolated_env: Path, executor
     assert by["ort-cpu"].status == "ok"
 
 
-@pytest.mark.parametrize("executor", ["inline", "process", "pool"])
+@pytest.mark.parametrize("executor", ["inline", "process", "pool", "daemon"])
 def test_stack_exception_is_its_row_on_every_executor(mlp_onnx: Path, isolated_env: Path, executor: str) -> None:
     """A stack that raises (no crash) is ``failed`` at its stage, the same on every executor."""
     report, _ = _compare(mlp_onnx, ["crash-raise", "ort-cpu"], isolated_env, Limits(timeout_s=60), executor)

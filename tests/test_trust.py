@@ -239,7 +239,7 @@ def test_corrupt_database_is_one_warning_and_rows_are_kept(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("executor", [
-    "process", "pool",
+    "process", "pool", "daemon",
     pytest.param("inline", marks=pytest.mark.skip(reason="the torn target ends its worker with os._exit: "
                                                          "inline that is the test process"))])
 def test_torn_result_file_is_that_rows_crash(tmp_path: Path, executor: str) -> None:

@@ -359,7 +359,8 @@ def list_daemons() -> list[dict[str, Any]]:
 
 def stop_daemons(current_only: bool = False) -> list[dict[str, Any]]:
     """Stop every server of this user (or only this environment's); returns the status of
-    each one stopped. A server kills its workers before it leaves."""
+    each one stopped, once its socket is gone (at most 10 s each). A server kills its
+    workers as it leaves."""
     here = daemon_key()
     stopped = []
     for path in _sockets():
@@ -368,4 +369,7 @@ def stop_daemons(current_only: bool = False) -> list[dict[str, Any]]:
         status = _request(path, {"op": "stop"})
         if status is not None:
             stopped.append(status)
+            deadline = time.monotonic() + 10.0
+            while path.exists() and time.monotonic() < deadline:  # it unlinks its socket on the way out
+                time.sleep(0.02)
     return stopped

@@ -3,10 +3,12 @@
 The job is a ``compare`` job (lower, compile, run; no latency loop, no artifact cache) of
 the ``reference`` target (``onnx.reference``) on a one-node model (``Relu`` of a 1x4
 float32 input), so nearly all of a job's time is the executor's: process start, imports,
-job and result files. For each executor (``inline``, ``process``, ``pool``) it runs one
-warm-up job (the pool's worker start; the inline executor's first imports) and then
-``--jobs`` jobs one after another, and prints the wall time, jobs/s and ms per job; the
-pool line also gives its first job (worker start included).
+job and result files. For each executor (``inline``, ``process``, ``pool``, ``daemon``) it
+runs one warm-up job (the pool's worker start, the daemon's server and worker start; the
+inline executor's first imports) and then ``--jobs`` jobs one after another, and prints
+the wall time, jobs/s and ms per job; the first-job column gives the start-up. The daemon
+runs in a socket folder of its own (``XDG_RUNTIME_DIR`` in the temporary folder) and is
+stopped at the end.
 
 Usage: python benchmarks/executors.py [--jobs 20] [--target reference] [--json]
 """
@@ -72,9 +74,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in ("inline", "process", "pool"):
-            rows.append(measure(name, args.jobs, args.target, Path(tmp)))
+    import os
+
+    with tempfile.TemporaryDirectory(prefix="cs-ex-") as tmp:
+        os.environ["XDG_RUNTIME_DIR"] = tmp  # this benchmark's own daemon
+        try:
+            for name in ("inline", "process", "pool", "daemon"):
+                rows.append(measure(name, args.jobs, args.target, Path(tmp)))
+        finally:
+            from compstack.run.daemon import stop_daemons
+
+            stop_daemons()
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0

@@ -9,7 +9,8 @@ target, options, versions) plus threads and the model source: a later job with t
 key runs that program without loading the model, rebuilding the framework program or
 compiling again (``cached`` true, ``cache_note`` says so, ``compile_s`` the original
 compile's). Only when the job may use a cache (not ``--no-cache``), writes no stages or
-artifact, and the target is :attr:`~compstack.targets.base.Target.reusable`.
+artifact, and the target does not say ``reusable = False`` (the framework targets, whose
+every run starts the framework's process).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def _reuse_key(job: Job, target: Any, versions: dict[str, str]) -> str | None:
     from compstack.core.store import cache_key
 
     if not (job.cache_dir and job.run and job.stages_dir is None and job.artifact_dir is None
-            and getattr(target, "reusable", False)):
+            and getattr(target, "reusable", True)):
         return None
     return cache_key(job.fingerprint, job.target, {**target.options.to_dict(), "__threads": str(job.threads),
                                                    "__source": job.source, "__ops": ",".join(job.op_origins)},

@@ -35,7 +35,10 @@ class FrameworkTarget(Target):
     stage_names = ("program",)
     supported_dtypes = PLAIN_DTYPES
     cacheable = False
-    reusable = False  # each run starts the framework's own process
+    #: Whether a long-lived worker may run a kept compiled program again for a later job
+    #: (:mod:`compstack.run.tasks.compare`; any target without this attribute may): not
+    #: here, each run starts the framework's own process.
+    reusable = False
     measures_latency: ClassVar[bool] = False
     ops_note = "runs the framework's own program, not the ONNX graph"
 

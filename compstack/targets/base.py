@@ -200,10 +200,6 @@ class Target:
     #: Whether compiled artifacts go to compstack's artifact cache (False for stacks
     #: with their own compile cache and no reloadable artifact, e.g. Inductor).
     cacheable: ClassVar[bool] = True
-    #: Whether a long-lived worker (pool, daemon) may keep a compiled program in memory and
-    #: run it for a later ``compare`` job of the same model, options, versions and threads
-    #: (:mod:`compstack.run.tasks.compare`); False for a program bound to one run.
-    reusable: ClassVar[bool] = True
     #: How to run this stack with its optimiser switched off, for ``compstack explain``'s
     #: attribution (stack vs its optimiser): ``{"options": {...}, "env": {...}}`` —
     #: target options (``--option`` strings) and worker environment variables. Empty:

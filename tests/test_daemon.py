@@ -37,7 +37,7 @@ def _status(env: dict[str, str]) -> list[dict]:
 
 
 def test_second_command_finds_the_daemon_and_its_warm_workers(mlp_onnx: Path, default_env: dict[str, str]) -> None:
-    args = ("compare", str(mlp_onnx), "--targets", "ort-cpu,tvm-llvm", "--json", "--min-time", "0", "--min-runs", "3")
+    args = ("compare", str(mlp_onnx), "--targets", "ort-cpu,xla-cpu", "--json", "--min-time", "0", "--min-runs", "3")
     first = run_cli(*args, env=default_env)
     assert first.returncode == 0, first.stderr
     [d1] = _status(default_env)
@@ -50,11 +50,13 @@ def test_second_command_finds_the_daemon_and_its_warm_workers(mlp_onnx: Path, de
     assert {w["target_ref"]: w["pid"] for w in d2["workers"]} == pids  # the same processes served both commands
     rows1 = {r["target"]: r for r in json.loads(first.stdout)["results"]}
     rows2 = {r["target"]: r for r in json.loads(second.stdout)["results"]}
-    for name in ("ort-cpu", "tvm-llvm"):
+    for name in ("ort-cpu", "xla-cpu"):  # ort-cpu from the store, xla-cpu the program its worker kept
         assert rows1[name]["status"] == rows2[name]["status"] == "ok"
         assert rows2[name]["cached"] is True
         # the same compiled program, so the same numbers against the reference
         assert rows2[name]["outputs"][0]["max_abs_err"] == rows1[name]["outputs"][0]["max_abs_err"]
+    assert any("kept in memory" in n for n in rows2["xla-cpu"]["notes"])
+    assert rows2["xla-cpu"]["compile_s"] == rows1["xla-cpu"]["compile_s"]  # the original compile's time
     stop = run_cli("daemon", "stop", "--current", "--json", env=default_env)
     assert stop.returncode == 0 and [s["pid"] for s in json.loads(stop.stdout)["stopped"]] == [d1["pid"]]
     assert _status(default_env) == []
@@ -66,7 +68,7 @@ def test_second_command_finds_the_daemon_and_its_warm_workers(mlp_onnx: Path, de
 
 
 def test_no_cache_compiles_again_even_on_a_warm_worker(mlp_onnx: Path, default_env: dict[str, str]) -> None:
-    args = ("compare", str(mlp_onnx), "--targets", "ort-cpu,tvm-llvm", "--json", "--no-latency")
+    args = ("compare", str(mlp_onnx), "--targets", "ort-cpu,xla-cpu", "--json", "--no-latency")
     assert run_cli(*args, env=default_env).returncode == 0
     p = run_cli(*args, "--no-cache", env=default_env)
     assert p.returncode == 0, p.stderr

@@ -4,11 +4,13 @@ latency in the worker; the comparison against the reference happens in the paren
 ``compile_s``, ``latency``, ``cached``...), the outputs in ``job.outputs_path``.
 
 A long-lived worker (the pool and daemon executors) keeps its last :data:`REUSE_KEEP`
-compiled programs in memory, keyed by what the artifact cache keys on (model fingerprint,
-target, options, versions) plus threads and the model source: a later job with the same
-key runs that program without loading the model, rebuilding the framework program or
-compiling again (``cached`` true, ``cache_note`` says so, ``compile_s`` the original
-compile's). Only when the job may use a cache (not ``--no-cache``), writes no stages or
+compiled programs of targets that have no artifact in the store (XLA and Inductor:
+``cacheable`` False) in memory, keyed by what the artifact cache keys on (model
+fingerprint, target, options, versions) plus threads and the model source: a later job
+with the same key runs that program without loading the model, rebuilding the framework
+program or compiling again (``cached`` true, ``cache_note`` says so, ``compile_s`` the
+original compile's). Targets with an artifact in the store load it, verified, on every
+job instead. Only when the job may use a cache (not ``--no-cache``), writes no stages or
 artifact, and the target does not say ``reusable = False`` (the framework targets, whose
 every run starts the framework's process).
 """
@@ -47,7 +49,7 @@ def _reuse_key(job: Job, target: Any, versions: dict[str, str]) -> str | None:
     from compstack.core.store import cache_key
 
     if not (job.cache_dir and job.run and job.stages_dir is None and job.artifact_dir is None
-            and getattr(target, "reusable", True)):
+            and not target.cacheable and getattr(target, "reusable", True)):
         return None
     return cache_key(job.fingerprint, job.target, {**target.options.to_dict(), "__threads": str(job.threads),
                                                    "__source": job.source, "__ops": ",".join(job.op_origins)},

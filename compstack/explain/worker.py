@@ -59,8 +59,10 @@ def evaluate(target: Any, request: dict[str, Any], mode: str, progress: Callable
         else:
             stage = "lower"
             progress(stage)
-            if request.get("stages"):
-                target.record_stages = True
+            if request.get("stages"):  # the same target, built to record stages
+                import dataclasses
+
+                target = type(target)(target.options, dataclasses.replace(target.request, record_stages=True))
             lowered = target.lower(model)
             stage = "compile"
             progress(stage)

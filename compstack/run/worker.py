@@ -2,8 +2,9 @@
 ``python -P -m compstack.run.worker --serve SPEC.json`` serves many (the pool executor).
 
 :func:`execute` runs a :class:`~compstack.run.jobs.Job` in this process: the ``import``
-stage (target class, thread knob, availability, the target built from its options),
-then the job's task (:mod:`compstack.run.tasks`, by ``Job.kind``). A stack's exception
+stage (target class, thread knob, availability, options; for a model task the model and
+its source, :func:`compstack.run.jobs.load_job_model`; then the target, built once from
+its options and a :class:`~compstack.targets.base.LowerRequest`), then the job's task (:mod:`compstack.run.tasks`, by ``Job.kind``). A stack's exception
 becomes the outcome's status (``unsupported``, ``unavailable``, ``timeout`` for a
 compiler tool that hung, ``failed``); compstack's own bugs propagate.
 
@@ -39,6 +40,7 @@ from compstack.run.jobs import (
     _apply_threads,
     _first_line,
     _tool_context,
+    load_job_model,
     load_target_class,
     outcome_to_json,
     prepare_worker,
@@ -60,6 +62,10 @@ def _availability(cls: Any) -> Any:
     if cls not in _AVAIL:
         _AVAIL[cls] = cls.availability()
     return _AVAIL[cls]
+
+
+def _no(job: Job) -> bool:
+    return False
 
 
 def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutcome:
@@ -99,15 +105,27 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         outcome.extra["runs_here"] = avail.runs
         if not avail.runs:
             outcome.extra["run_reason"] = avail.run_reason
-        target = cls(cls.Options.from_strings(job.options, owner=job.target))
-        target.threads = max(job.threads, 0)
-        target.cache_root = Path(job.cache_dir) if job.cache_dir else None
-        outcome.flags = target.flags()
-        outcome.flags["threads"] = threads
+        from compstack.targets.base import LowerRequest  # loaded with the target class
+
+        options = cls.Options.from_strings(job.options, owner=job.target)
+        outcome.flags = {"threads": threads}
         if threads.get("requested") and not threads.get("honoured"):
             outcome.extra.setdefault("notes", []).append(
                 f"--threads {threads['requested']} not applied: {threads.get('note') or 'no knob'}")
-        body.run(job, target, outcome, stage, avail)
+        request = LowerRequest(threads=max(job.threads, 0), cache_root=Path(job.cache_dir) if job.cache_dir else None,
+                               record_stages=bool(getattr(body, "records_stages", _no)(job)))
+        model = None
+        if getattr(body, "MODEL_TASK", False):  # the model and the source first, then the target, once
+            model, request = load_job_model(job, cls, options, request)
+        target = cls(options, request)
+        outcome.flags = target.flags()
+        if target.native_note:
+            outcome.flags["native_note"] = target.native_note
+        outcome.flags["threads"] = threads
+        if model is not None:
+            body.run(job, target, outcome, stage, avail, model=model)
+        else:
+            body.run(job, target, outcome, stage, avail)
         outcome.stage = ""
     except UnsupportedError as exc:
         outcome.status, outcome.error, outcome.unsupported_ops = "unsupported", str(exc), exc.ops

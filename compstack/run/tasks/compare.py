@@ -18,30 +18,38 @@ from compstack.run.jobs import (
     JobOutcome,
     _first_line,
     _pending_stage,
-    load_job_model,
     load_sets,
     record_thread_use,
     write_stages,
 )
 
-__all__ = ["run"]
+__all__ = ["MODEL_TASK", "records_stages", "run"]
 
 _load_sets = load_sets
 
 
-def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None], avail: Any) -> None:
+#: The worker loads the job's model and source before building the target
+#: (:func:`compstack.run.jobs.load_job_model`) and passes the model to :func:`run`.
+MODEL_TASK = True
+
+
+def records_stages(job: Job) -> bool:
+    """Whether the target is built with ``record_stages`` (``lower -o`` writes stages)."""
+    return bool(job.stages_dir)
+
+
+def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None], avail: Any,
+        model: Any = None) -> None:
     """lower → compile (or the cached artifact) → run → latency; ``lower -o`` writes
-    stages and the artifact instead of running. A stack's exception propagates to
+    stages and the artifact instead of running. ``model`` is the job's ``onnx_ir.Model``,
+    loaded by the worker. A stack's exception propagates to
     :func:`compstack.run.worker.execute`, which makes it the outcome; the outputs of
     input set 0 go to ``job.outputs_path`` (``.npz``, :func:`compstack.core.inputs.encode_arrays`)."""
-    model = load_job_model(job, target, outcome)
     from compstack.core.latency import LatencyConfig, measure
     from compstack.core.store import ArtifactCache, cache_key
 
     inputs = _load_sets(job.inputs_path)
     _check_dtypes(target, inputs[0] if inputs else {})
-    if job.stages_dir:
-        target.record_stages = True
     cacheable = job.cache_dir and target.cacheable and target.native is None
     cache = ArtifactCache(Path(job.cache_dir) / "artifacts") if cacheable and job.cache_dir else None
     key = cache_key(job.fingerprint, job.target, target.options.to_dict(), outcome.versions)

@@ -116,7 +116,11 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
                                record_stages=bool(getattr(body, "records_stages", _no)(job)))
         model = None
         if getattr(body, "MODEL_TASK", False):  # the model and the source first, then the target, once
-            model, request = load_job_model(job, cls, options, request)
+            try:
+                model, request = load_job_model(job, cls, options, request)
+            except Exception:  # the row still says how the stack would have been invoked
+                outcome.flags = {**cls(options, request).flags(), "threads": threads}
+                raise
         target = cls(options, request)
         outcome.flags = target.flags()
         if target.native_note:

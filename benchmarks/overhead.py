@@ -132,13 +132,14 @@ from compstack import targets as registry
 from compstack.core import ir as cir
 from compstack.frontends.native import align_torch_weights
 from compstack.frontends.sources import load_native
+from compstack.targets.base import LowerRequest
 model = cir.load(folder)
 cls = registry.get(target)
-t = cls(cls.Options())
-t.example_inputs = feeds
+native = None
 if target == "inductor-cpu":
-    t.native = load_native(spec, names)
-    align_torch_weights(t.native, model)
+    native = load_native(spec, names)
+    align_torch_weights(native, model)
+t = cls(cls.Options(), LowerRequest(example_inputs=feeds, native=native))
 ours = t.lower(model).compile().prepare(feeds)
 sides = {"compstack": ours, "bare": call}
 for f in sides.values():

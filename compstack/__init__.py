@@ -53,8 +53,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load lazily
 
 __all__ = [
     "__version__", "targets",
-    "CompareOptions", "DumpResult", "KernelsOptions", "LatencyConfig", "Limits", "LowerOptions", "Report",
-    "Result", "SourceModel", "Target", "TargetKernels",
+    "CompareOptions", "DumpResult", "KernelsOptions", "LatencyConfig", "Limits", "LowerOptions", "LowerRequest",
+    "Report", "Result", "SourceModel", "Target", "TargetKernels",
     "compare", "default_memory_mb", "dump", "explain_feeds", "explain_model", "kernels", "load_model", "lower",
     "profile", "resolve_target", "resolve_targets", "run_conformance", "target_rows", "validate_target_options",
 ]

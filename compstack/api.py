@@ -29,11 +29,11 @@ from compstack.fusion.run import KernelsOptions, TargetKernels
 from compstack.run.dump import DumpResult
 from compstack.run.runner import Limits
 from compstack.run.session import CompareOptions
-from compstack.targets.base import Target
+from compstack.targets.base import LowerRequest, Target
 
 __all__ = [
-    "CompareOptions", "DumpResult", "KernelsOptions", "LatencyConfig", "Limits", "LowerOptions", "Report",
-    "Result", "SourceModel", "Target", "TargetKernels",
+    "CompareOptions", "DumpResult", "KernelsOptions", "LatencyConfig", "Limits", "LowerOptions", "LowerRequest",
+    "Report", "Result", "SourceModel", "Target", "TargetKernels",
     "compare", "default_memory_mb", "dump", "explain_feeds", "explain_model", "kernels", "load_model", "lower",
     "profile", "resolve_target", "resolve_targets", "run_conformance", "target_rows", "validate_target_options",
 ]

@@ -237,8 +237,10 @@ def test_xla_reports_the_hlo_passes_that_changed_a_model_and_disables_them() -> 
     from compstack.targets.xla.target import XlaCpuTarget, XlaOptions
 
     model = cir.canonicalize(_chain(["Add", "Relu", "Mul", "Tanh"]), source="chain")
-    on, off = XlaCpuTarget(), XlaCpuTarget(XlaOptions(disable_hlo_passes=("fusion",)))
-    on.example_inputs = off.example_inputs = {"x": _x((4, 8))}
+    from compstack.targets.base import LowerRequest
+
+    request = LowerRequest(example_inputs={"x": _x((4, 8))})
+    on, off = XlaCpuTarget(None, request), XlaCpuTarget(XlaOptions(disable_hlo_passes=("fusion",)), request)
     assert "fusion" in on.applied_passes(model)  # XLA's own per-pass dump
     assert "fusion" not in off.applied_passes(model)
     rep = explain(_chain(["Add", "Relu", "Mul", "Tanh"]), {"x": _x((4, 8))}, ["xla-cpu"],

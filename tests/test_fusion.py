@@ -170,8 +170,10 @@ def test_xla_native_jax_source_maps_by_source_line(tmp_path: Path) -> None:
     from compstack.frontends.sources import load_native, resolve_model
 
     source = resolve_model("zoo:jax-mlp", cache_dir=tmp_path)
-    target = registry.get("xla-cpu")()
-    target.native = load_native("zoo:jax-mlp", [v.name for v in source.model.graph.inputs if not v.is_initializer()])
+    from compstack.targets.base import LowerRequest
+
+    native = load_native("zoo:jax-mlp", [v.name for v in source.model.graph.inputs if not v.is_initializer()])
+    target = registry.get("xla-cpu")(None, LowerRequest(native=native))
     assert target.chosen_path() == "native"
     kmap = target.lower(source.model).compile_with_kernels().kernels()
     assert kmap is not None and kmap.coverage == 1.0

@@ -17,6 +17,7 @@ from onnx import TensorProto, helper
 from compstack import targets as registry
 from compstack.core import ir as cir
 from compstack.core.inputs import contiguous
+from compstack.targets.base import LowerRequest
 
 CPU = ("reference", "ort-cpu", "tvm-llvm", "iree-llvm-cpu", "xla-cpu", "inductor-cpu")
 
@@ -52,8 +53,7 @@ def test_scalar_input_stays_0d(target: str) -> None:
     model = cir.canonicalize(_scalar_model(), source="scalar")
     x = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
     scale = np.array(-1.75, dtype=np.float32)
-    tgt = cls()
-    tgt.example_inputs = {"x": x, "scale": scale}
+    tgt = cls(None, LowerRequest(example_inputs={"x": x, "scale": scale}))
     compiled = tgt.lower(model).compile()
     out = compiled.run({"x": x, "scale": scale})
     assert out["y"].shape == (3, 4) and out["s1"].shape == (), (target, {k: v.shape for k, v in out.items()})

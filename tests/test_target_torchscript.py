@@ -13,6 +13,7 @@ from compstack.core import ir as cir
 from compstack.core.errors import UnsupportedError
 from compstack.frontends import zoo
 from compstack.targets import get
+from compstack.targets.base import LowerRequest
 from conftest import run_cli
 
 torch = pytest.importorskip("torch")
@@ -40,10 +41,8 @@ def reference(cnn: cir.SourceModel) -> np.ndarray:
 
 def _target(cnn: cir.SourceModel, **options: str):
     cls = get("torchscript-cpu")
-    target = cls(cls.Options.from_strings(options, owner="torchscript-cpu"))
-    target.native = zoo.native("cnn")
-    target.example_inputs = cnn.example_inputs
-    return target
+    request = LowerRequest(native=zoo.native("cnn"), example_inputs=cnn.example_inputs)
+    return cls(cls.Options.from_strings(options, owner="torchscript-cpu"), request)
 
 
 @pytest.fixture(scope="module")

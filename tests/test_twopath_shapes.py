@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compstack import targets as registry
 from compstack.core import ir as cir
+from compstack.targets.base import LowerRequest
 from compstack.targets.common.twopath import specialize_inputs
 from models import reference
 
@@ -65,8 +66,7 @@ def test_translated_paths_take_the_fixed_shapes(target: str) -> None:
     proto = _symbolic_model()
     model = cir.canonicalize(proto, source="sym")
     x = np.random.default_rng(0).standard_normal((3, 5, 6)).astype(np.float32)
-    tgt = cls(cls.Options.from_strings({"path": "translated"}))
-    tgt.example_inputs = {"x": x}
+    tgt = cls(cls.Options.from_strings({"path": "translated"}), LowerRequest(example_inputs={"x": x}))
     lowered = tgt.lower(model)
     assert lowered.path == "translated"
     out = lowered.compile().run({"x": x})

@@ -14,6 +14,7 @@ import pytest
 
 from compstack.core import ir as cir
 from compstack.targets import get
+from compstack.targets.base import LowerRequest
 from compstack.targets.common.twopath import private_cache_dir
 from conftest import make_mlp
 
@@ -22,8 +23,7 @@ pytest.importorskip("torch")
 
 
 def _compile(name: str, model, root: Path | None):
-    target = get(name)()
-    target.cache_root = root
+    target = get(name)(None, LowerRequest(cache_root=root))
     return target.lower(model).compile()
 
 
@@ -42,8 +42,7 @@ def test_xla_second_compile_is_a_jax_cache_hit(tmp_path: Path) -> None:
     x = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)
     np.testing.assert_array_equal(a.run({"x": x})["y"], b.run({"x": x})["y"])
     assert "/fc1/" in b.as_text("hlo-optimized")  # the executable read back keeps XLA's metadata
-    target = get("xla-cpu")()
-    target.cache_root = root
+    target = get("xla-cpu")(None, LowerRequest(cache_root=root))
     assert "fusion" in target.applied_passes(model)  # the pass dump bypasses the warm cache
     with cache_hits() as again:
         _compile("xla-cpu", model, root)

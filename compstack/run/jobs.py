@@ -24,7 +24,7 @@ import numpy as np
 from compstack.core.errors import CompstackError, ToolError
 
 if TYPE_CHECKING:
-    from compstack.targets.base import Target
+    from compstack.targets.base import LowerRequest, Target
 
 __all__ = ["Job", "JobOutcome", "STAGES", "load_job_model", "pack_sets", "unpack_sets", "write_stages"]
 
@@ -208,16 +208,32 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {pick[:500]}"
 
 
-def load_job_model(job: Job, target: Any, outcome: JobOutcome) -> Any:
-    """The job's model for a model task: the store entry checked against its manifest
-    (:func:`_verify_model_file`), loaded with ``onnx_ir`` (external weights up to 1.5 GiB
-    read inline), the user's custom ops it names loaded from ``job.op_origins``, and the
-    source attached to ``target`` (example inputs, native program, canonical form);
-    ``outcome.flags`` is refreshed from the target (keeping ``threads``).
+def load_job_model(job: Job, cls: "type[Target]", options: Any, request: "LowerRequest") -> "tuple[Any, LowerRequest]":
+    """The job's model for a model task, and ``request`` with the job's source in it, so
+    the target can be built once, after both (:class:`compstack.targets.base.LowerRequest`).
+
+    The model is the store entry checked against its manifest (:func:`_verify_model_file`),
+    loaded with ``onnx_ir`` (external weights up to 1.5 GiB read inline), the user's custom
+    ops it names loaded from ``job.op_origins``. The request gets input set 0 as
+    ``example_inputs``, ``source_framework``, the model, the native program when ``cls``
+    compiles the source's framework natively (:func:`_native_for`), and the canonical form's
+    path when ``cls.reads_canonical`` (verified first).
+
+    Args:
+        job: the job.
+        cls: the target class the job runs on.
+        options: its parsed options (``cls.Options``).
+        request: the request so far (threads, cache root, stages).
+
+    Returns:
+        ``(model, request)``: the ``onnx_ir.Model`` and the new request.
 
     Raises:
-        CompstackError: the store entry was altered after the parent checked it.
+        CompstackError: the model's or the canonical form's store entry was altered after
+            the parent checked it.
     """
+    import dataclasses
+
     import onnx_ir as ir
 
     _verify_model_file(job)
@@ -228,13 +244,20 @@ def load_job_model(job: Job, target: Any, outcome: JobOutcome) -> Any:
         from compstack.ops._registry import load_origins
 
         load_origins(job.op_origins)
-    _attach_source(job, target, model)
-    threads = outcome.flags.get("threads")
-    outcome.flags = target.flags()
-    if getattr(target, "native_note", ""):
-        outcome.flags["native_note"] = target.native_note
-    outcome.flags["threads"] = threads
-    return model
+    sets = load_sets(job.inputs_path)
+    examples = sets[0] if sets and sets[0] else None
+    native, note = _native_for(job, cls, options, model, examples)
+    canonical = ""
+    if job.canonical_path and cls.reads_canonical:
+        from compstack.core.integrity import check_manifest
+
+        meta, problem = check_manifest(Path(job.canonical_path).parent)
+        if meta is None:
+            raise CompstackError(f"model store entry {Path(job.canonical_path).parent} failed verification "
+                                 f"({problem}); not run")
+        canonical = job.canonical_path
+    return model, dataclasses.replace(request, example_inputs=examples, source_framework=job.source_framework,
+                                      native=native, native_note=note, model=model, canonical_path=canonical)
 
 
 def _verify_model_file(job: Job) -> None:
@@ -352,33 +375,16 @@ def load_sets(path: str) -> list[dict[str, np.ndarray]]:
 _load_sets = load_sets
 
 
-def _attach_source(job: Job, target: Any, model: Any) -> None:
-    """Give the target the example inputs (input set 0), when it compiles the source's
-    framework natively the rebuilt framework program, and, when the job's model is not
-    the canonical form, a translated path the canonical form its converters may need."""
-    sets = _load_sets(job.inputs_path)
-    target.example_inputs = sets[0] if sets and sets[0] else None
-    if hasattr(target, "source_framework"):  # the framework targets name it when they refuse a model
-        target.source_framework = job.source_framework
-    _attach_native(job, target, model)
-    if job.canonical_path and hasattr(target, "use_canonical_if_needed"):
-        from compstack.core.integrity import check_manifest
-
-        meta, problem = check_manifest(Path(job.canonical_path).parent)
-        if meta is None:
-            raise CompstackError(f"model store entry {Path(job.canonical_path).parent} failed verification "
-                                 f"({problem}); not run")
-        target.use_canonical_if_needed(model, job.canonical_path)
-
-
-def _attach_native(job: Job, target: Any, model: Any) -> None:
-    """Set ``target.native`` to the rebuilt framework program when the target compiles
-    the source's framework natively (and the rebuild is the imported program)."""
-    wanted = getattr(target, "native_framework", "")
+def _native_for(job: Job, cls: Any, options: Any, model: Any,
+                examples: dict[str, np.ndarray] | None) -> tuple[Any, str]:
+    """``(native program or None, note)``: the rebuilt framework program when ``cls``
+    compiles the source's framework natively (and the rebuild is the imported program),
+    and what the row's ``native_note`` says about it (``""``: nothing)."""
+    wanted = getattr(cls, "native_framework", "")
     if not wanted or not job.source or job.source_framework != wanted:
-        return
-    if getattr(target.options, "path", "auto") == "translated":
-        return
+        return None, ""
+    if getattr(options, "path", "auto") == "translated":
+        return None, ""
     from compstack.frontends.native import align_torch_weights
     from compstack.frontends.sources import jax_rebuild_differs, load_native
 
@@ -387,19 +393,19 @@ def _attach_native(job: Job, target: Any, model: Any) -> None:
         del sys.modules["torch"]  # prepare_worker's block: the user's file may import torch itself
     native = load_native(job.source, names)
     if native is None:
-        return
+        return None, ""
     # build() ran again here: make sure the program is the one that was imported.
+    note = ""
     if native.framework == "torch":
         replaced = align_torch_weights(native, model)
         if replaced:
-            target.native_note = (f"the rebuilt module's weights differed from the imported model's in {replaced} "
-                                  "tensor(s) (build() is not seeded); they were loaded from the model")
-    elif native.framework == "jax" and target.example_inputs is not None and \
-            jax_rebuild_differs(job.source, native, [target.example_inputs[n] for n in names]):
-        target.native_note = ("build() gives a different JAX program each time (unseeded weights?), so the native "
-                              "program cannot match the imported model: the translated path ran instead")
-        return
-    target.native = native
+            note = (f"the rebuilt module's weights differed from the imported model's in {replaced} "
+                    "tensor(s) (build() is not seeded); they were loaded from the model")
+    elif native.framework == "jax" and examples is not None and \
+            jax_rebuild_differs(job.source, native, [examples[n] for n in names]):
+        return None, ("build() gives a different JAX program each time (unseeded weights?), so the native "
+                      "program cannot match the imported model: the translated path ran instead")
+    return native, note
 
 
 def write_stages(lowered: Any, folder: Path, done: list[str], compiled: Any = None,

@@ -2,8 +2,9 @@
 ``python -P -m compstack.run.worker --serve SPEC.json`` serves many (the pool executor).
 
 :func:`execute` runs a :class:`~compstack.run.jobs.Job` in this process: the ``import``
-stage (target class, thread knob, availability, the target built from its options),
-then the job's task (:mod:`compstack.run.tasks`, by ``Job.kind``). A stack's exception
+stage (target class, thread knob, availability, options; for a model task the model and
+its source, :func:`compstack.run.jobs.load_job_model`; then the target, built once from
+its options and a :class:`~compstack.targets.base.LowerRequest`), then the job's task (:mod:`compstack.run.tasks`, by ``Job.kind``). A stack's exception
 becomes the outcome's status (``unsupported``, ``unavailable``, ``timeout`` for a
 compiler tool that hung, ``failed``); compstack's own bugs propagate.
 
@@ -39,6 +40,7 @@ from compstack.run.jobs import (
     _apply_threads,
     _first_line,
     _tool_context,
+    load_job_model,
     load_target_class,
     outcome_to_json,
     prepare_worker,
@@ -60,6 +62,10 @@ def _availability(cls: Any) -> Any:
     if cls not in _AVAIL:
         _AVAIL[cls] = cls.availability()
     return _AVAIL[cls]
+
+
+def _no(job: Job) -> bool:
+    return False
 
 
 def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutcome:
@@ -99,15 +105,24 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         outcome.extra["runs_here"] = avail.runs
         if not avail.runs:
             outcome.extra["run_reason"] = avail.run_reason
-        target = cls(cls.Options.from_strings(job.options, owner=job.target))
-        target.threads = max(job.threads, 0)
-        target.cache_root = Path(job.cache_dir) if job.cache_dir else None
-        outcome.flags = target.flags()
-        outcome.flags["threads"] = threads
+        from compstack.targets.base import LowerRequest  # loaded with the target class
+
+        options = cls.Options.from_strings(job.options, owner=job.target)
+        outcome.flags = {"threads": threads}
         if threads.get("requested") and not threads.get("honoured"):
             outcome.extra.setdefault("notes", []).append(
                 f"--threads {threads['requested']} not applied: {threads.get('note') or 'no knob'}")
-        body.run(job, target, outcome, stage, avail)
+        request = LowerRequest(threads=max(job.threads, 0), cache_root=Path(job.cache_dir) if job.cache_dir else None,
+                               record_stages=bool(getattr(body, "records_stages", _no)(job)))
+        kept = getattr(body, "has_kept", None)  # a long-lived worker kept this job's compiled program
+        if kept is not None and kept(job, cls, options, outcome.versions):
+            body.run(job, cls(options, request), outcome, stage, avail, model=None)
+        else:
+            model, target = _model_and_target(job, body, cls, options, request, outcome, threads)
+            if model is not None:
+                body.run(job, target, outcome, stage, avail, model=model)
+            else:
+                body.run(job, target, outcome, stage, avail)
         outcome.stage = ""
     except UnsupportedError as exc:
         outcome.status, outcome.error, outcome.unsupported_ops = "unsupported", str(exc), exc.ops
@@ -126,6 +141,27 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
     except Exception as exc:  # noqa: BLE001 - a stack's own exception is data here
         outcome.status, outcome.error, outcome.log = "failed", _first_line(exc), traceback.format_exc()
     return outcome
+
+
+def _model_and_target(job: Job, body: Any, cls: Any, options: Any, request: Any, outcome: JobOutcome,
+                      threads: dict[str, Any]) -> tuple[Any, Any]:
+    """For a model task (``MODEL_TASK``), the job's model and source loaded first
+    (:func:`compstack.run.jobs.load_job_model`), then the target built once from the
+    completed request; ``outcome.flags`` from that target (keeping ``threads``). Returns
+    ``(model or None, target)``."""
+    model = None
+    if getattr(body, "MODEL_TASK", False):
+        try:
+            model, request = load_job_model(job, cls, options, request)
+        except Exception:  # the row still says how the stack would have been invoked
+            outcome.flags = {**cls(options, request).flags(), "threads": threads}
+            raise
+    target = cls(options, request)
+    outcome.flags = target.flags()
+    if target.native_note:
+        outcome.flags["native_note"] = target.native_note
+    outcome.flags["threads"] = threads
+    return model, target
 
 
 def write_result(job: Job, outcome: JobOutcome) -> Path:

@@ -24,13 +24,14 @@ import numpy as np
 import onnx_ir as ir
 
 from compstack.core.errors import UnsupportedError, UserError
+from compstack.targets.request import LowerRequest, RequestView
 
 if TYPE_CHECKING:
     from compstack.analysis.kernels import KernelMap, KernelProfile, ProfileSamples
     from compstack.core.latency import LatencyConfig
 
-__all__ = ["Availability", "Target", "TargetOptions", "Lowered", "Compiled", "PassRecord", "PASS_MODES",
-           "PROFILE_MAX_RUNS"]
+__all__ = ["Availability", "Target", "TargetOptions", "LowerRequest", "Lowered", "Compiled", "PassRecord",
+           "PASS_MODES", "PROFILE_MAX_RUNS"]
 
 #: Most profiled runs :meth:`Compiled.profile` does (profiler traces grow with each run).
 PROFILE_MAX_RUNS = 200
@@ -163,11 +164,13 @@ class PassRecord:
         return self.text
 
 
-class Target:
+class Target(RequestView):
     """One compiler stack on one device.
 
     Subclasses set the class attributes and implement :meth:`availability`,
     :meth:`lower_impl`, and the hooks of their :class:`Lowered` / :class:`Compiled`.
+    What the job gives besides options comes in the :class:`LowerRequest` at
+    construction, read through read-only attributes (:class:`RequestView`).
 
     Attributes:
         name: the target name (``tvm-llvm``).
@@ -197,6 +200,8 @@ class Target:
     #: The source framework this stack compiles natively (``jax`` for XLA, ``torch`` for
     #: Inductor); empty for stacks that read the common IR (ONNX) directly.
     native_framework: ClassVar[str] = ""
+    #: Whether the target reads :attr:`LowerRequest.canonical_path` (the worker then verifies it).
+    reads_canonical: ClassVar[bool] = False
     #: Whether compiled artifacts go to compstack's artifact cache (False for stacks
     #: with their own compile cache and no reloadable artifact, e.g. Inductor).
     cacheable: ClassVar[bool] = True
@@ -229,23 +234,16 @@ class Target:
         the stack's own record; None when the stack has no pass-level view."""
         return None
 
-    def __init__(self, options: TargetOptions | None = None) -> None:
-        #: The source's framework program (:class:`compstack.frontends.native.NativeProgram`), set
-        #: by the job before :meth:`lower` when ``native_framework`` matches the source.
-        self.native: Any = None
-        #: Input set 0 by input name (numpy), when the job has one: stacks that trace
-        #: with real tensors (Inductor) use it; None otherwise.
-        self.example_inputs: dict[str, np.ndarray] | None = None
-        #: compstack's cache root for records a stack keeps between runs (TVM tuning
-        #: logs); None with ``--no-cache`` (then such records live in a scratch folder).
-        self.cache_root: Path | None = None
+    def __init__(self, options: TargetOptions | None = None, request: LowerRequest | None = None) -> None:
+        """Build the target with its ``options`` (default: all defaults) and the job's
+        ``request`` (:class:`LowerRequest`, read through ``self.native``, ``self.threads``...;
+        default: an empty one). Raises TypeError for an object of the wrong class."""
         self.options = options if options is not None else self.Options()
         if not isinstance(self.options, self.Options):
             raise TypeError(f"{self.name}: options must be {self.Options.__name__}")
-
-    #: Threads this job asked the stack for (0: the stack's own default); set by the job
-    #: after :meth:`apply_threads` (stacks whose knob is per session, ORT, read it).
-    threads: int = 0
+        self._request = request if request is not None else LowerRequest()
+        if not isinstance(self._request, LowerRequest):
+            raise TypeError(f"{self.name}: request must be LowerRequest, not {type(request).__name__}")
 
     @classmethod
     def apply_threads(cls, n: int) -> dict[str, Any]:

@@ -14,6 +14,12 @@ optest         :mod:`compstack.run.tasks.optest`           ``{"cells": [CaseResu
 evaluate       :mod:`compstack.run.tasks.evaluate`         :class:`~compstack.run.tasks.evaluate.Result`
 =============  ==========================================  =====================================
 
+A task on the job's model sets ``MODEL_TASK = True``: the worker then loads the model and
+the source first (:func:`compstack.run.jobs.load_job_model`), builds the target once with
+them in its :class:`~compstack.targets.base.LowerRequest`, and calls ``run(...,
+model=model)``. A task may define ``records_stages(job) -> bool`` (the request's
+``record_stages``; default False).
+
 The executors (:mod:`compstack.run.executors`) never look at the kind: a task runs the
 same in-process, in a fresh process, in a pool worker or on a cluster node.
 """

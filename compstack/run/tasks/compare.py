@@ -30,13 +30,12 @@ from compstack.run.jobs import (
     JobOutcome,
     _first_line,
     _pending_stage,
-    load_job_model,
     load_sets,
     record_thread_use,
     write_stages,
 )
 
-__all__ = ["run", "REUSE_KEEP"]
+__all__ = ["MODEL_TASK", "REUSE_KEEP", "has_kept", "records_stages", "run"]
 
 _load_sets = load_sets
 #: Compiled programs a worker keeps for later jobs (see the module docstring).
@@ -44,16 +43,24 @@ REUSE_KEEP = 2
 _REUSE: OrderedDict[str, tuple[Any, dict[str, Any]]] = OrderedDict()
 
 
-def _reuse_key(job: Job, target: Any, versions: dict[str, str]) -> str | None:
-    """The in-memory key of ``job``'s compiled program, or None when it may not be reused."""
+def _reuse_key(job: Job, cls: Any, options: Any, versions: dict[str, str]) -> str | None:
+    """The in-memory key of ``job``'s compiled program on target class ``cls`` with
+    ``options``, or None when it may not be kept (see the module docstring)."""
     from compstack.core.store import cache_key
 
     if not (job.cache_dir and job.run and job.stages_dir is None and job.artifact_dir is None
-            and not target.cacheable and getattr(target, "reusable", True)):
+            and not cls.cacheable and getattr(cls, "reusable", True)):
         return None
-    return cache_key(job.fingerprint, job.target, {**target.options.to_dict(), "__threads": str(job.threads),
+    return cache_key(job.fingerprint, job.target, {**options.to_dict(), "__threads": str(job.threads),
                                                    "__source": job.source, "__ops": ",".join(job.op_origins)},
                      versions)
+
+
+def has_kept(job: Job, cls: Any, options: Any, versions: dict[str, str]) -> bool:
+    """Whether this worker keeps a compiled program for ``job``: then the worker loads no
+    model and rebuilds no framework program (:func:`run` gets ``model=None``)."""
+    key = _reuse_key(job, cls, options, versions)
+    return key is not None and key in _REUSE
 
 
 def _reused(key: str | None, outcome: JobOutcome) -> Any:
@@ -80,15 +87,26 @@ def _keep(key: str | None, compiled: Any, outcome: JobOutcome) -> None:
         _REUSE.popitem(last=False)
 
 
-def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None], avail: Any) -> None:
-    """lower → compile (or the cached artifact) → run → latency; ``lower -o`` writes
-    stages and the artifact instead of running. A stack's exception propagates to
+#: The worker loads the job's model and source before building the target
+#: (:func:`compstack.run.jobs.load_job_model`) and passes the model to :func:`run`.
+MODEL_TASK = True
+
+
+def records_stages(job: Job) -> bool:
+    """Whether the target is built with ``record_stages`` (``lower -o`` writes stages)."""
+    return bool(job.stages_dir)
+
+
+def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None], avail: Any,
+        model: Any = None) -> None:
+    """lower → compile (or the cached artifact, or the program this worker kept) → run →
+    latency; ``lower -o`` writes stages and the artifact instead of running. ``model`` is
+    the job's ``onnx_ir.Model``, loaded by the worker (None when :func:`has_kept`). A
+    stack's exception propagates to
     :func:`compstack.run.worker.execute`, which makes it the outcome; the outputs of
     input set 0 go to ``job.outputs_path`` (``.npz``, :func:`compstack.core.inputs.encode_arrays`)."""
-
-    reuse = _reuse_key(job, target, outcome.versions)
+    reuse = _reuse_key(job, type(target), target.options, outcome.versions)
     compiled = _reused(reuse, outcome)
-    model = load_job_model(job, target, outcome) if compiled is None else None
     inputs = _load_sets(job.inputs_path)
     _check_dtypes(target, inputs[0] if inputs else {})
     if compiled is None:
@@ -104,12 +122,10 @@ def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None]
 
 
 def _compile(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Callable[[str], None]) -> Any:
-    """The job's compiled program for ``model`` (:func:`load_job_model`): the cached
+    """The job's compiled program for ``model`` (loaded by the worker): the cached
     artifact, or lower → compile (publishing the artifact)."""
     from compstack.core.store import ArtifactCache, cache_key
 
-    if job.stages_dir:
-        target.record_stages = True
     cacheable = job.cache_dir and target.cacheable and target.native is None
     cache = ArtifactCache(Path(job.cache_dir) / "artifacts") if cacheable and job.cache_dir else None
     key = cache_key(job.fingerprint, job.target, target.options.to_dict(), outcome.versions)

@@ -12,15 +12,26 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from compstack.run.jobs import Job, JobOutcome, load_job_model, write_stages
+from compstack.run.jobs import Job, JobOutcome, write_stages
 
-__all__ = ["run", "stage_of"]
+__all__ = ["MODEL_TASK", "records_stages", "run", "stage_of"]
 
 
-def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None], avail: Any) -> None:
-    """Worker body of a dump job (see the module docstring); a stack's exception
-    propagates to :func:`compstack.run.worker.execute`, which makes it the outcome."""
-    model = load_job_model(job, target, outcome)
+#: The worker loads the job's model and source before building the target
+#: (:func:`compstack.run.jobs.load_job_model`) and passes the model to :func:`run`.
+MODEL_TASK = True
+
+
+def records_stages(job: Job) -> bool:
+    """A dump always records stages (its target is built with ``record_stages``)."""
+    return True
+
+
+def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None], avail: Any,
+        model: Any = None) -> None:
+    """Worker body of a dump job (see the module docstring); ``model`` is the job's
+    ``onnx_ir.Model``, loaded by the worker. A stack's exception propagates to
+    :func:`compstack.run.worker.execute`, which makes it the outcome."""
     from compstack.core.store import Store, cache_key
 
     folder = Path(job.stages_dir or ".")
@@ -34,7 +45,6 @@ def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None]
         outcome.stages, outcome.cached = wanted, True
         return
     stage("lower")
-    target.record_stages = True
     lowered = target.lower(model)
     outcome.lower_s = lowered.lower_s
     pre = [s for s in wanted if s in lowered.stage_names() and s not in target.compiled_stages]

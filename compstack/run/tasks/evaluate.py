@@ -42,7 +42,7 @@ import numpy as np
 
 from compstack.run.jobs import Job, JobOutcome, load_sets, write_stages
 
-__all__ = ["MODES", "REQUESTS", "Params", "Result", "run"]
+__all__ = ["MODES", "REQUESTS", "Params", "Result", "records_stages", "run"]
 
 #: How a ``run`` request runs the model (see the module docstring).
 MODES = ("compile", "eager")
@@ -110,11 +110,9 @@ class _Clock:
         self.mark = now
 
 
-def _prepare_target(job: Job, target: Any) -> None:
-    """All this task sets on the target before lowering: stage recording for a job with
-    ``stages_dir``."""
-    if job.stages_dir:
-        target.record_stages = True
+def records_stages(job: Job) -> bool:
+    """Whether the worker builds the target with ``record_stages`` (a job with ``stages_dir``)."""
+    return bool(job.stages_dir)
 
 
 def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None], avail: Any) -> None:
@@ -154,7 +152,6 @@ def _evaluate(job: Job, target: Any, p: Params, result: Result, clock: _Clock) -
         return
     sets = load_sets(job.inputs_path)
     feeds = sets[0] if sets else {}
-    _prepare_target(job, target)
     if p.mode == "eager":
         clock("run")
         if not hasattr(target, "run_eager"):

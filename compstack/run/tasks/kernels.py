@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from compstack.core.errors import UnavailableError
-from compstack.run.jobs import Job, JobOutcome, load_job_model, load_sets, record_thread_use
+from compstack.run.jobs import Job, JobOutcome, load_sets, record_thread_use
 
-__all__ = ["Result", "run"]
+__all__ = ["MODEL_TASK", "Result", "run"]
 
 
 @dataclass
@@ -44,12 +44,18 @@ class Result:
         return cls(**(data or {}))
 
 
-def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None], avail: Any) -> None:
-    """Body of a ``kernels``/``profile`` job; a stack's exception propagates to
+#: The worker loads the job's model and source before building the target
+#: (:func:`compstack.run.jobs.load_job_model`) and passes the model to :func:`run`.
+MODEL_TASK = True
+
+
+def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None], avail: Any,
+        model: Any = None) -> None:
+    """Body of a ``kernels``/``profile`` job (``model``: the job's ``onnx_ir.Model``,
+    loaded by the worker); a stack's exception propagates to
     :func:`compstack.run.worker.execute`, which makes it the outcome."""
     from compstack.core.latency import LatencyConfig
 
-    model = load_job_model(job, target, outcome)
     result = Result()
     outcome.result = result.to_json()
     stage("lower")

@@ -21,7 +21,7 @@ import numpy as np
 import onnx_ir as ir
 
 from compstack.core.errors import UnsupportedError, UserError
-from compstack.targets.base import Target, TargetOptions
+from compstack.targets.base import LowerRequest, Target, TargetOptions
 
 __all__ = ["PATHS", "PathOptions", "TwoPathTarget", "canonical_for_translation", "private_cache_dir", "seal_cache_dir",
            "specialize_inputs"]
@@ -54,17 +54,20 @@ class TwoPathTarget(Target):
     """
 
     cacheable: ClassVar[bool] = False
+    reads_canonical: ClassVar[bool] = True
     table_module: ClassVar[str] = ""
 
-    def __init__(self, options: Any = None) -> None:
-        super().__init__(options)
+    def __init__(self, options: Any = None, request: LowerRequest | None = None) -> None:
+        super().__init__(options, request)
         #: The canonical common IR, when the job's model is another form (as written,
         #: ``--opset N``) that the translated path's converters do not all cover.
         self.translation_model: ir.Model | None = None
         #: Row flags saying the translated path ran the canonical form, and why.
         self.form_flags: dict[str, Any] = {}
+        if self.request.canonical_path and self.request.model is not None:
+            self._use_canonical_if_needed(self.request.model, self.request.canonical_path)
 
-    def use_canonical_if_needed(self, model: ir.Model, canonical_path: str) -> None:
+    def _use_canonical_if_needed(self, model: ir.Model, canonical_path: str) -> None:
         """On the translated path, translate the canonical form (``canonical_path``)
         instead of ``model`` when compstack's converters miss ops of ``model`` at its
         opset that the canonical form's opset covers; the row's flags say so

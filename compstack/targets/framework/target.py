@@ -42,11 +42,6 @@ class FrameworkTarget(Target):
     measures_latency: ClassVar[bool] = False
     ops_note = "runs the framework's own program, not the ONNX graph"
 
-    def __init__(self, options: Any = None) -> None:
-        super().__init__(options)
-        #: The framework the job's source was written in (set by the job), for messages.
-        self.source_framework = ""
-
     @classmethod
     def availability(cls) -> Availability:
         from compstack.frontends.from_framework import probe

@@ -61,10 +61,10 @@ def compile_with_kernels(lowered: Any) -> Any:
         captured["post_to_pre"] = dict(idebug._inductor_post_to_pre_grad_nodes.get("postToPre", {}))
         return out
 
-    lowered.target.record_stages = True
     idebug.dump_inductor_provenance_info = capture
-    try:
-        with config.patch({"trace.provenance_tracking_level": 1, "cpp.enable_kernel_profile": True}):
+    try:  # caches off, as for recorded stages: a cache hit records no provenance
+        with config.patch({"trace.provenance_tracking_level": 1, "cpp.enable_kernel_profile": True,
+                           "force_disable_caches": True}):
             compiled = lowered.compile()
     finally:
         idebug.dump_inductor_provenance_info = original

@@ -131,9 +131,6 @@ class InductorCpuTarget(TwoPathTarget):
     native_framework: ClassVar[str] = "torch"
     table_module: ClassVar[str] = "compstack.translate.fx"
 
-    #: Set by the job when stages are written: compile with Inductor's caches off.
-    record_stages: bool = False
-
     @classmethod
     def availability(cls) -> Availability:
         try:

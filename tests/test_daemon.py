@@ -163,10 +163,46 @@ def test_idle_daemon_leaves(mlp_onnx: Path, default_env: dict[str, str]) -> None
         "compstack: error: COMPSTACK_DAEMON_IDLE_S: 'soon' is not a number of seconds >= 0"
 
 
+def test_a_frozen_daemon_costs_a_fallback_not_a_hang(mlp_onnx: Path, default_env: dict[str, str]) -> None:
+    args = ("compare", str(mlp_onnx), "--targets", "ort-cpu,tvm-llvm", "--no-latency", "--json")
+    assert run_cli(*args, env=default_env).returncode == 0
+    [d] = _status(default_env)
+    os.kill(d["pid"], signal.SIGSTOP)  # accepts connections (the kernel does), answers nothing
+    try:
+        t0 = time.monotonic()
+        p = run_cli(*args, env=default_env, timeout=300)
+        wall = time.monotonic() - t0
+    finally:
+        os.kill(d["pid"], signal.SIGCONT)
+    assert p.returncode == 0, p.stderr
+    assert "did not accept the job within 10 s" in p.stderr and "in-command pool" in p.stderr
+    assert [r["status"] for r in json.loads(p.stdout)["results"]] == ["ok", "ok"]
+    assert wall < 120  # one accept timeout, then the in-command pool; never the job's 900 s limit
+
+
+def test_socket_path_too_long_and_idle_zero_mean_an_in_command_pool(mlp_onnx: Path, default_env: dict[str, str],
+                                                                   tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    args = ("compare", str(mlp_onnx), "--targets", "ort-cpu,tvm-llvm", "--no-latency", "--json")
+    p = run_cli(*args, env={**default_env, "XDG_RUNTIME_DIR": str(deep)})
+    assert p.returncode == 0 and "over the 107 a Unix socket allows" in p.stderr, p.stderr
+    assert [r["status"] for r in json.loads(p.stdout)["results"]] == ["ok", "ok"]
+    p = run_cli(*args, env={**default_env, "COMPSTACK_DAEMON_IDLE_S": "0"})
+    assert p.returncode == 0 and p.stderr == "", p.stderr  # asked for, not a fallback: nothing to say
+    assert _status(default_env) == []
+
+
 def test_daemon_key_follows_what_changes_results_and_nothing_else(monkeypatch: pytest.MonkeyPatch) -> None:
     base = daemon_key()
     monkeypatch.setenv("PWD", "/somewhere/else")  # another shell folder: same daemon
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "x")
+    monkeypatch.setenv("ITERM_SESSION_ID", "w0t0p0")  # a terminal tab's own
+    monkeypatch.setenv("COMPSTACK_EXECUTOR", "daemon")  # which executor, not what it computes
+    assert daemon_key() == base
+    monkeypatch.setenv("MY_UNRELATED", "1")  # unknown to compstack: could matter to a plugin
+    assert daemon_key() != base
+    monkeypatch.setenv("COMPSTACK_DAEMON_IGNORE_ENV", "MY_UNRELATED, OTHER")  # the user says it does not
     assert daemon_key() == base
     for name in FRAMEWORK_ENV:  # set by a framework's import in this process: as before it
         monkeypatch.setenv(name, "3")

@@ -51,30 +51,44 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from compstack.core.procs import python_module_argv
-from compstack.run.executors import EXECUTORS, POOL_START_TIMEOUT_S, Executor, Limits, PoolExecutor, ProcessExecutor
+from compstack.run.executors import EXECUTORS, Executor, Limits, PoolExecutor, ProcessExecutor
 from compstack.run.jobs import Job, JobOutcome
 
-__all__ = ["DaemonExecutor", "daemon_key", "keyed_env", "FRAMEWORK_ENV", "socket_dir", "list_daemons", "stop_daemons", "IDLE_S",
+__all__ = ["VOLATILE_PREFIXES", "DaemonExecutor", "daemon_key", "keyed_env", "FRAMEWORK_ENV", "socket_dir", "list_daemons", "stop_daemons", "IDLE_S",
            "VOLATILE_ENV"]
 
 #: Default idle seconds before a server exits (``COMPSTACK_DAEMON_IDLE_S`` overrides).
 IDLE_S = 600.0
 #: Seconds a new server may take to listen on its socket.
 START_TIMEOUT_S = 60.0
+#: Seconds the server may take to accept a job (else the command runs an in-command pool).
+ACCEPT_TIMEOUT_S = 10.0
+#: The server sends a heartbeat every :data:`HEARTBEAT_S` seconds while a job runs; after
+#: :data:`SILENT_S` seconds without one the job is ``crashed`` (the daemon hung or froze).
+HEARTBEAT_S = 5.0
+SILENT_S = 30.0
 #: Environment variables that differ between shells and terminals but do not change a
 #: job's result (left out of :func:`daemon_key`); plus every ``PYTEST_*``.
 VOLATILE_ENV = frozenset({
     "PWD", "OLDPWD", "SHLVL", "_", "TERM", "TERM_PROGRAM", "TERM_PROGRAM_VERSION", "COLORTERM", "COLUMNS",
     "LINES", "PS1", "PS2", "PROMPT_COMMAND", "LS_COLORS", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY",
     "SSH_AUTH_SOCK", "DISPLAY", "WINDOWID", "TMUX", "TMUX_PANE", "STY", "HISTFILE", "HISTSIZE",
-    "MAIL", "LOGNAME", "XDG_SESSION_ID", "XDG_VTNR", "COMPSTACK_DAEMON_IDLE_S",
+    "MAIL", "LOGNAME", "XDG_SESSION_ID", "XDG_VTNR", "COMPSTACK_DAEMON_IDLE_S", "COMPSTACK_EXECUTOR",
+    "COMPSTACK_DAEMON_IGNORE_ENV", "DBUS_SESSION_BUS_ADDRESS", "DESKTOP_STARTUP_ID", "SECURITYSESSIONID",
+    "EDITOR", "VISUAL", "PAGER", "LESS", "LESSOPEN", "LESSCLOSE", "HISTCONTROL", "HISTFILESIZE",
 })
+#: Prefixes of variables set per terminal, editor or prompt (``PYTEST_*``: per test).
+VOLATILE_PREFIXES = ("PYTEST_", "TERM_", "ITERM_", "KITTY_", "GNOME_TERMINAL_", "KONSOLE_", "VSCODE_", "WT_",
+                     "ALACRITTY_", "WEZTERM_", "STARSHIP_", "SSH_", "XDG_SESSION_", "__CF", "Apple_")
 #: Variables frameworks set in their own process when imported (measured: ``import jax``
-#: sets the first two; compstack's frontend workers set the Keras and glog ones): taken
-#: as they were before (:func:`keyed_env`).
+#: sets the first two; compstack's frontend workers set the Keras and glog ones; the
+#: Inductor target sets its cache folder per job): left out of :func:`daemon_key` (a
+#: program that imported JAX passes them on to the commands it starts), and given to a new
+#: server as they were when compstack was imported (:func:`keyed_env`).
 FRAMEWORK_ENV = ("TF_CPP_MIN_LOG_LEVEL", "TPU_SKIP_MDS_QUERY", "KERAS_BACKEND", "GLOG_v", "TORCHINDUCTOR_CACHE_DIR")
 _PKG = Path(__file__).resolve().parents[1]  # the compstack package folder
 _RECV = 1 << 16
+_SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes with its NUL (unix(7))
 
 
 def _idle_s() -> float:
@@ -102,17 +116,20 @@ def daemon_key(env: dict[str, str] | None = None) -> str:
 
     A SHA-256 over the interpreter (path, version), every file of the compstack package
     (relative path, size, mtime in ns), the site-packages folders (path, mtime: installing
-    or removing a package changes it) and the environment without :data:`VOLATILE_ENV` and
-    ``PYTEST_*`` (``PYTHONPATH`` included). Not the current folder: workers never import
-    from it.
+    or removing a package changes it) and the environment (``PYTHONPATH`` included)
+    without :data:`VOLATILE_ENV`, :data:`VOLATILE_PREFIXES`, :data:`FRAMEWORK_ENV` and the
+    names listed in ``COMPSTACK_DAEMON_IGNORE_ENV`` (comma-separated: variables of the
+    user's that change no job). Any other variable that differs gets its own daemon: a
+    spare server costs memory, a wrong one would cost correct results. Not the current
+    folder: workers never import from it.
 
     Args:
-        env: the environment (default :func:`keyed_env`).
+        env: the environment (default ``os.environ``).
     """
     import site
     import sysconfig
 
-    env = keyed_env() if env is None else dict(env)
+    env = dict(os.environ if env is None else env)
     code = []
     for path in sorted(_PKG.rglob("*")):
         if "__pycache__" in path.parts:
@@ -130,7 +147,9 @@ def daemon_key(env: dict[str, str] | None = None) -> str:
             dirs.append((entry, os.stat(entry).st_mtime_ns))
         except OSError:
             dirs.append((entry, -1))
-    kept = sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV and not k.startswith("PYTEST_"))
+    ignore = {n.strip() for n in env.get("COMPSTACK_DAEMON_IGNORE_ENV", "").split(",") if n.strip()}
+    kept = sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV and k not in FRAMEWORK_ENV
+                  and k not in ignore and not k.startswith(VOLATILE_PREFIXES))
     blob = json.dumps({"python": [sys.executable, sys.version], "pkg": str(_PKG), "code": code, "path": dirs,
                        "env": kept})
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -184,11 +203,10 @@ def _connect(path: Path, timeout: float | None = 5.0) -> socket.socket:
 
 
 def keyed_env() -> dict[str, str]:
-    """This process's environment as the daemon sees it: ``os.environ`` with each of
+    """The environment a new server is started with: ``os.environ`` with each of
     :data:`FRAMEWORK_ENV` as it was when compstack was imported
-    (:data:`compstack.core.ENV_AT_IMPORT`), so a command that imported JAX or TensorFlow
-    (say, to export a zoo model) and one that did not find the same daemon. The server is
-    started with it, so its workers see what a fresh process would."""
+    (:data:`compstack.core.ENV_AT_IMPORT`), so its workers see what a fresh process would
+    even when this command imported JAX (say, to export a zoo model)."""
     from compstack.core import ENV_AT_IMPORT
 
     env = dict(os.environ)
@@ -223,7 +241,8 @@ class DaemonExecutor(Executor):
 
     Args:
         idle_s: the idle time of a server this executor starts (default
-            ``COMPSTACK_DAEMON_IDLE_S`` or :data:`IDLE_S`).
+            ``COMPSTACK_DAEMON_IDLE_S`` or :data:`IDLE_S`; a running server keeps its own);
+            0 keeps no server: the jobs run on an in-command pool.
         start_timeout_s: seconds a new server may take to listen.
     """
 
@@ -247,6 +266,9 @@ class DaemonExecutor(Executor):
         folder = socket_dir()
         key = daemon_key()
         path = folder / f"{key}.sock"
+        if len(os.fsencode(path)) > _SUN_PATH_MAX:
+            raise OSError(f"socket path {path} is {len(os.fsencode(path))} bytes, over the {_SUN_PATH_MAX} a Unix "
+                          "socket allows; set XDG_RUNTIME_DIR to a shorter folder")
         with contextlib.suppress(OSError):
             _connect(path).close()
             return path
@@ -284,6 +306,8 @@ class DaemonExecutor(Executor):
         if _local_only(job):
             self._process = self._process or ProcessExecutor()
             return self._process.run(job, limits)
+        if self._fallback is None and self.idle_s == 0:  # COMPSTACK_DAEMON_IDLE_S=0: keep nothing after the command
+            self._fallback = PoolExecutor()
         if self._fallback is not None:
             return self._fallback.run(job, limits)
         conn = None
@@ -298,23 +322,42 @@ class DaemonExecutor(Executor):
             return self._fall_back(why).run(job, limits)
         job = _absolute(job)
         with conn:
-            # the server enforces the job's limit; this side waits a little longer for its answer
-            conn.settimeout(limits.timeout_s + POOL_START_TIMEOUT_S + 30.0)
-            try:
-                _send(conn, {"op": "run", "job": asdict(job), "limits": asdict(limits)})
-                reply = _recv_line(conn, bytearray())
-            except socket.timeout:
-                return JobOutcome(target=job.target, status="timeout", stage="import",
-                                  error=f"no answer from the daemon within {limits.timeout_s:g} s and its margin")
-            except OSError as exc:
-                reply = None
-                error = f"lost the daemon ({exc})"
-            else:
-                error = "the daemon closed the connection without an answer (it died or was stopped)"
-        if reply is None or "outcome" not in reply:
+            reply, error = self._exchange(conn, job, limits)
+        if reply == "not accepted":
+            self.socket_path = None
+            return self._fall_back(error).run(job, limits)
+        if not isinstance(reply, dict) or "outcome" not in reply:
             return JobOutcome(target=job.target, status="crashed", stage="import",
-                              error=(reply or {}).get("error", error))
+                              error=(reply or {}).get("error", error) if isinstance(reply, dict) else error)
         return JobOutcome.from_json(reply["outcome"])
+
+    @staticmethod
+    def _exchange(conn: socket.socket, job: Job, limits: Limits) -> tuple[Any, str]:
+        """Send the job; wait :data:`ACCEPT_TIMEOUT_S` for the server to accept it, then
+        for its outcome, hearing a heartbeat at least every :data:`SILENT_S` seconds (the
+        server enforces the job's own limits). Returns ``(reply or None or "not accepted",
+        why there is no outcome)``."""
+        buf = bytearray()
+        accepted = False
+        try:
+            conn.settimeout(ACCEPT_TIMEOUT_S)
+            _send(conn, {"op": "run", "job": asdict(job), "limits": asdict(limits)})
+            ack = _recv_line(conn, buf)
+            if not (isinstance(ack, dict) and ack.get("accepted")):
+                why = ack.get("error", "") if isinstance(ack, dict) else ""
+                return "not accepted", why or "the daemon closed the connection before accepting the job"
+            accepted = True
+            conn.settimeout(SILENT_S)
+            reply = _recv_line(conn, buf)
+            while isinstance(reply, dict) and reply.get("alive"):
+                reply = _recv_line(conn, buf)
+        except socket.timeout:
+            if not accepted:
+                return "not accepted", f"the daemon did not accept the job within {ACCEPT_TIMEOUT_S:g} s"
+            return None, f"the daemon stopped answering (nothing for {SILENT_S:g} s while the job ran)"
+        except OSError as exc:
+            return (None if accepted else "not accepted"), f"lost the daemon ({exc})"
+        return reply, "the daemon closed the connection without an answer (it died or was stopped)"
 
     def close(self) -> None:
         """Release this command's side only; the server and its workers stay for the next command."""
@@ -326,7 +369,7 @@ class DaemonExecutor(Executor):
 EXECUTORS["daemon"] = DaemonExecutor
 
 
-def _request(path: Path, msg: dict[str, Any], timeout: float = 10.0) -> dict[str, Any] | None:
+def _request(path: Path, msg: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] | None:
     try:
         with _connect(path, timeout) as conn:
             _send(conn, msg)

@@ -22,7 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from compstack.run.daemon import _recv_line, _send
+from compstack.run.daemon import HEARTBEAT_S, _recv_line, _send
 from compstack.run.executors import Limits, PoolExecutor
 from compstack.run.jobs import Job
 
@@ -62,6 +62,7 @@ class _Server:
         job = Job(**msg["job"])
         limits = Limits(**msg.get("limits", {}))
         cancel = threading.Event()
+        _send(conn, {"accepted": True})
         future = self.runner.submit(self.pool.run, job, limits, cancel)
 
         def watch() -> None:  # the client's EOF (it was interrupted or killed) cancels the job
@@ -71,7 +72,13 @@ class _Server:
             cancel.set()
 
         threading.Thread(target=watch, daemon=True).start()
-        outcome = future.result()
+        while True:  # a heartbeat while the job runs: the client tells a slow job from a hung server
+            try:
+                outcome = future.result(timeout=HEARTBEAT_S)
+                break
+            except concurrent.futures.TimeoutError:
+                with contextlib.suppress(OSError):
+                    _send(conn, {"alive": True})
         with contextlib.suppress(OSError):
             _send(conn, {"outcome": asdict(outcome)})
 

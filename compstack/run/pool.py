@@ -158,6 +158,11 @@ class WorkerProcess:
             if msg is not None and ("progress" in msg or "result" in msg):  # time per stage, seen from here
                 spent[stage] = round(spent.get(stage, 0.0) + now - mark, 4)
                 mark = now
+            if limit and not self.eof:  # at every message and poll: a job that answers fast is measured too
+                peak = max(peak, tree_rss_bytes(self.proc.pid))
+                if peak > limit:
+                    killed = "oom"
+                    break
             if msg is None:
                 if self.eof:
                     break
@@ -167,12 +172,6 @@ class WorkerProcess:
                 if time.monotonic() >= deadline:
                     killed = "timeout"
                     break
-                if limit:
-                    rss = tree_rss_bytes(self.proc.pid)
-                    peak = max(peak, rss)
-                    if rss > limit:
-                        killed = "oom"
-                        break
                 continue
             if "progress" in msg:
                 stage = msg["progress"]

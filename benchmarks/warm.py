@@ -6,6 +6,9 @@ artifact (and XLA's / Inductor's own compilation caches under ``jax-cache/`` and
 ``inductor-cache/``) is read back. Each is one ``python -m compstack.cli compare ... --json``
 timed around the whole process (``time.perf_counter``), like ``time`` would.
 
+Then the same pair with ``--no-latency`` on another empty store: what the store and the
+daemon leave of a warm run when no latency is measured.
+
 Then, per target, warm again with that target alone (``--targets T``) to break the warm
 time down: ``wall`` (the whole command), ``compile`` (the row's ``compile_s``: lower +
 compile measured in the worker; for a row read from compstack's artifact cache it is the
@@ -44,15 +47,16 @@ from typing import Any
 TARGETS = "ort-cpu,tvm-llvm,iree-llvm-cpu,xla-cpu,inductor-cpu"
 
 
-def compare(model: str, targets: str, env: dict[str, str], cwd: Path) -> tuple[float, list[dict[str, Any]]]:
-    """Run ``compare --json`` once; returns (wall seconds, result rows).
+def compare(model: str, targets: str, env: dict[str, str], cwd: Path,
+            *extra: str) -> tuple[float, list[dict[str, Any]]]:
+    """Run ``compare --json`` once (plus ``extra`` flags); returns (wall seconds, result rows).
 
     Raises:
         SystemExit: the command failed (its stderr tail is printed).
     """
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "compstack.cli", "compare", model, "--targets", targets, "--json",
-                           "--db", str(cwd / "results.sqlite")],
+                           "--db", str(cwd / "results.sqlite"), *extra],
                           capture_output=True, text=True, env=env, cwd=cwd)
     wall = time.perf_counter() - t0
     if proc.returncode not in (0, 1):  # 1: a row mismatched or failed; still timed
@@ -95,11 +99,17 @@ def main() -> None:
         env["XDG_CACHE_HOME"] = str(root / "xdg")
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
         env["COMPSTACK_EXECUTOR"] = args.executor
+        bare = {**env, "XDG_CACHE_HOME": str(root / "xdg-bare")}  # a store (and daemon) of its own
         try:
             measure(args, env, root)
+            bare_cold, _ = compare(args.model, args.targets, bare, root, "--no-latency")
+            bare_warm, _ = compare(args.model, args.targets, bare, root, "--no-latency")
+            print(f"without the latency protocol (--no-latency, another empty store): cold {bare_cold:.1f} s   "
+                  f"warm {bare_warm:.1f} s   warm/cold {bare_warm / bare_cold:.3f}")
         finally:
-            subprocess.run([sys.executable, "-m", "compstack.cli", "daemon", "stop", "--current"], env=env,
-                           capture_output=True)
+            for e in (env, bare):
+                subprocess.run([sys.executable, "-m", "compstack.cli", "daemon", "stop", "--current"], env=e,
+                               capture_output=True)
 
 
 def measure(args: argparse.Namespace, env: dict[str, str], root: Path) -> None:

@@ -88,6 +88,7 @@ VOLATILE_PREFIXES = ("PYTEST_", "TERM_", "ITERM_", "KITTY_", "GNOME_TERMINAL_", 
 FRAMEWORK_ENV = ("TF_CPP_MIN_LOG_LEVEL", "TPU_SKIP_MDS_QUERY", "KERAS_BACKEND", "GLOG_v", "TORCHINDUCTOR_CACHE_DIR")
 _PKG = Path(__file__).resolve().parents[1]  # the compstack package folder
 _RECV = 1 << 16
+_LOG_KEEP = 1 << 20  # a server's log is started afresh past 1 MiB
 _SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes with its NUL (unix(7))
 
 
@@ -278,7 +279,9 @@ class DaemonExecutor(Executor):
                 _connect(path).close()
                 return path
             path.unlink(missing_ok=True)  # a dead server's socket
-            with open(folder / f"{key}.log", "ab") as log:  # the child keeps its own descriptor
+            log_path = folder / f"{key}.log"
+            big = log_path.exists() and log_path.stat().st_size > _LOG_KEEP
+            with open(log_path, "wb" if big else "ab") as log:  # the child keeps its own descriptor
                 proc = subprocess.Popen(python_module_argv("compstack.run.daemon_server", "--serve", str(path),
                                                            "--idle", repr(self.idle_s)),
                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",

@@ -109,10 +109,13 @@ def register(name: str, ref: str, device: str = "cpu", default: bool = False) ->
     """Register a target at run time (``ref`` = ``"module:Class"``, importable by workers).
 
     Raises:
-        UserError: the name is taken.
+        UserError: the name is taken, or ``ref`` is not ``module:Class`` (dotted names).
     """
     if name in names():
         raise UserError(f"target '{name}' is already registered")
+    module, sep, cls = ref.partition(":")
+    if not (sep and all(p.isidentifier() for p in module.split(".")) and cls.isidentifier()):
+        raise UserError(f"target '{name}': reference '{ref}' is not 'module:Class'")
     _EXTRA.append(TargetEntry(name, ref, device, default))
 
 
@@ -135,12 +138,16 @@ def get(name: str) -> type[Target]:
     """The :class:`Target` class registered as ``name``, imported now.
 
     Raises:
-        UserError: unknown name (pointing to ``compstack targets``).
+        UserError: unknown name (pointing to ``compstack targets``), or a registered
+            reference whose module does not import or has no such class.
     """
     for e in entries():
         if e.name == name:
             module, _, cls = e.ref.partition(":")
-            return getattr(importlib.import_module(module), cls)
+            try:
+                return getattr(importlib.import_module(module), cls)
+            except (ImportError, AttributeError) as exc:
+                raise UserError(f"target '{name}': cannot load '{e.ref}' ({type(exc).__name__}: {exc})") from None
     raise UserError(f"unknown target '{name}'; run `compstack targets` to list them")
 
 

@@ -354,6 +354,8 @@ ROWS: list[Row] = [
         _both(_big_model, lambda d: _tiny_fs(d / "out")), timeout=120),
     # --- dump / diff ---------------------------------------------------------------------
     Row("dump-no-stage", ("dump", "{mlp}", "--target", T), "exactly one --stage"),
+    Row("dump-all-no-out", ("dump", "{mlp}", "--target", T, "--all", "--stage", "optimized"),
+        "--all writes one file per pass: give -o DIR"),
     Row("dump-unknown-stage", ("dump", "{mlp}", "--target", T, "--stage", "nosuch"), "nosuch"),
     Row("dump-all-and-changed", ("dump", "{mlp}", "--target", T, "-o", "{d}/o", "--all", "--print-after-change"),
         "give one of them"),

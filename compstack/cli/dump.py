@@ -44,7 +44,10 @@ def dump(model: str, target: str, stage_names: tuple[str, ...], all_passes: bool
     if all_passes and print_after_change:
         raise UserError("--all and --print-after-change: give one of them")
     passes = "all" if all_passes else ("changed" if print_after_change else "")
-    if out_dir is None and (passes or len(stage_names) != 1):
+    if out_dir is None and passes:
+        flag = "--all" if all_passes else "--print-after-change"
+        raise UserError(f"{flag} writes one file per pass: give -o DIR")
+    if out_dir is None and len(stage_names) != 1:
         raise UserError("without -o, give exactly one --stage to print (or -o DIR to write several)")
     topts = parse_target_options(target_opts)
     api.validate_target_options(topts)

@@ -36,7 +36,7 @@ _WHAT = {"compstack.run.worker": "pool worker"}
 
 
 class WorkerProcess:
-    """One worker process for one target (restarted by :meth:`run_case` when needed).
+    """One worker process for one target (restarted by :meth:`request` when needed).
 
     Args:
         spec_path: the worker's JSON spec (target ref, options, cases file, cache dir).

@@ -9,11 +9,15 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+if TYPE_CHECKING:
+    from compstack.run.jobs import Job
 
 TESTS = Path(__file__).parent
 
@@ -56,6 +60,33 @@ def make_mlp(path: Path, opset: int = 17, batch: int = 4) -> Path:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 4])], [w1, b1, w2])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), path)
     return path
+
+
+def relu_proto() -> onnx.ModelProto:
+    """One Relu node, float32 [2,3] -> [2,3], opset 21."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def relu_job(tmp: Path, name: str, target: str = "reference", **fields: Any) -> "Job":
+    """A ``compare`` job of :func:`relu_proto` on ``target``: the model published in the store
+    under ``tmp/cache``, one seeded input set in ``tmp/inputs.npz``, the job folder ``tmp/name``;
+    ``fields`` are further :class:`~compstack.run.jobs.Job` fields."""
+    from compstack import targets as registry
+    from compstack.core import ir as cir
+    from compstack.core.inputs import input_sets, save_npz
+    from compstack.run.jobs import Job, pack_sets
+    from compstack.run.session import model_file
+
+    model = cir.from_proto(relu_proto())
+    source = cir.SourceModel(name="relu", model=model)
+    path = model_file(source, tmp / "cache")
+    inputs = save_npz(tmp / "inputs.npz", pack_sets(input_sets(cir.graph_inputs(model), 1, 0)))
+    ref = next(e.ref for e in registry.entries() if e.name == target)
+    return Job(model_path=str(path), fingerprint=source.fingerprint, target=target, target_ref=ref,
+               inputs_path=str(inputs), workdir=str(tmp / name), **fields)
 
 
 @pytest.fixture

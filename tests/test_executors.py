@@ -7,32 +7,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
 
 from compstack import targets as registry
 from compstack.core import ir as cir
-from compstack.core.inputs import input_sets, save_npz
 from compstack.run.executors import EXECUTOR_NAMES, Limits, PoolExecutor, make_executor, open_executor
 from compstack.run.jobs import Job, JobOutcome, pack_sets
-from compstack.run.session import model_file
-
-
-def _relu_job(tmp: Path, name: str) -> Job:
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
-    model = cir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
-    source = cir.SourceModel(name="relu", model=model)
-    path = model_file(source, tmp / "cache")
-    inputs = save_npz(tmp / "inputs.npz", pack_sets(input_sets(cir.graph_inputs(model), 1, 0)))
-    ref = next(e.ref for e in registry.entries() if e.name == "reference")
-    return Job(model_path=str(path), fingerprint=source.fingerprint, target="reference", target_ref=ref,
-               inputs_path=str(inputs), workdir=str(tmp / name))
+from conftest import relu_job, relu_proto
 
 
 @pytest.mark.parametrize("name", EXECUTOR_NAMES)
 def test_trivial_job_gives_relu_of_its_input_on_every_executor(tmp_path: Path, name: str) -> None:
-    job = _relu_job(tmp_path, name)
+    job = relu_job(tmp_path, name)
     with make_executor(name) as ex:
         outcome = ex.run(job, Limits(timeout_s=120))
     assert outcome.status == "ok" and outcome.stage == "", outcome.error
@@ -48,13 +33,13 @@ def test_trivial_job_gives_relu_of_its_input_on_every_executor(tmp_path: Path, n
 
 def test_pool_reuses_one_worker_for_jobs_of_one_target(tmp_path: Path) -> None:
     with PoolExecutor() as pool:
-        outcomes = [pool.run(_relu_job(tmp_path, f"j{i}"), Limits(timeout_s=120)) for i in range(3)]
+        outcomes = [pool.run(relu_job(tmp_path, f"j{i}"), Limits(timeout_s=120)) for i in range(3)]
         assert len(pool._all) == 1 and pool.restarts == 0
     assert [o.status for o in outcomes] == ["ok"] * 3
 
 
 def test_job_is_json_and_unknown_names_are_errors(tmp_path: Path) -> None:
-    job = _relu_job(tmp_path, "j")
+    job = relu_job(tmp_path, "j")
     job.save(tmp_path / "job.json")
     assert Job.load(tmp_path / "job.json") == job
     with pytest.raises(ValueError, match="unknown executor 'thread'"):
@@ -86,12 +71,9 @@ def _evaluate_job(tmp: Path, name: str, target: str, request: str = "run", env: 
     from compstack.core.inputs import encode_arrays
     from compstack.run.tasks.evaluate import Params
 
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
     work = tmp / name
     work.mkdir(parents=True)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), str(work / "model.onnx"))
+    onnx.save(relu_proto(), str(work / "model.onnx"))
     x = np.array([[-1.5, 0.0, 2.0], [3.0, -0.25, 0.5]], dtype=np.float32)
     np.savez(work / "inputs.npz", **encode_arrays(pack_sets([{"x": x}])))
     ref = next(e.ref for e in registry.entries() if e.name == target)

@@ -109,24 +109,11 @@ def test_dump_builds_its_target_with_record_stages(tmp_path: Path, torch_source:
 def test_a_model_that_fails_verification_still_gets_the_targets_flags(tmp_path: Path) -> None:
     """The worker loads the model before building the target; when the store entry was
     altered the row fails at ``import`` and still says how the stack would have run."""
-    from onnx import TensorProto, helper
-
-    from compstack.core import ir as cir
-    from compstack.core.inputs import input_sets, save_npz
-    from compstack.run.jobs import Job, pack_sets
-    from compstack.run.session import model_file
     from compstack.run.worker import execute
+    from conftest import relu_job
 
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
-    model = cir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
-    source = cir.SourceModel(name="relu", model=model)
-    path = model_file(source, tmp_path / "cache")
-    inputs = save_npz(tmp_path / "inputs.npz", pack_sets(input_sets(cir.graph_inputs(model), 1, 0)))
-    ref = next(e.ref for e in registry.entries() if e.name == "ort-cpu")
-    job = Job(model_path=str(path), fingerprint=source.fingerprint, target="ort-cpu", target_ref=ref,
-              inputs_path=str(inputs), workdir=str(tmp_path / "job"), options={"opt_level": "basic"})
+    job = relu_job(tmp_path, "job", "ort-cpu", options={"opt_level": "basic"})
+    path = Path(job.model_path)
     Path(job.workdir).mkdir()
     ok = execute(job)
     assert ok.status == "ok", ok.error

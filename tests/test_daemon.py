@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from conftest import run_cli
 
 
 @pytest.fixture
-def default_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def default_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     """This test's own store, no executor chosen (multi-target commands take the daemon),
     ``tests/`` importable by workers; the test's daemons are stopped at the end."""
     monkeypatch.delenv("COMPSTACK_EXECUTOR", raising=False)

@@ -255,7 +255,6 @@ class DaemonExecutor(Executor):
         self._fallback: Executor | None = None
         self._process: ProcessExecutor | None = None
         self.socket_path: Path | None = None
-        self.started_server = False
 
     def _server(self) -> Path:
         """The socket of this environment's server, started (under a lock, so two commands
@@ -293,7 +292,6 @@ class DaemonExecutor(Executor):
                                   f"(see {folder / f'{key}.log'})")
                 with contextlib.suppress(OSError):
                     _connect(path).close()
-                    self.started_server = True
                     return path
                 time.sleep(0.02)
             proc.kill()

@@ -47,11 +47,7 @@ class _Server:
     def status(self) -> dict[str, Any]:
         from compstack.core.procs import tree_rss_bytes
 
-        with self.pool._lock:
-            idle = {id(w) for ws in self.pool._idle.values() for w in ws}
-            workers = [{"target_ref": w.key[0], "threads": w.key[1],
-                        "pid": w.proc.pid, "rss_mb": round(tree_rss_bytes(w.proc.pid) / 2**20, 1),
-                        "busy": id(w) not in idle} for w in self.pool._all if w.proc is not None]
+        workers = [{**w, "rss_mb": round(tree_rss_bytes(w["pid"]) / 2**20, 1)} for w in self.pool.workers()]
         with self.lock:
             idle_for = 0.0 if self.active else time.monotonic() - self.last
             return {"pid": os.getpid(), "key": self.path.stem, "socket": str(self.path),

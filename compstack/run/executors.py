@@ -284,6 +284,13 @@ class PoolExecutor(Executor):
                 return
             idle.append(w)
 
+    def workers(self) -> list[dict[str, Any]]:
+        """The live workers: ``target_ref``, ``threads``, ``pid`` and ``busy`` (running a job)."""
+        with self._lock:
+            idle = {id(w) for ws in self._idle.values() for w in ws}
+            return [{"target_ref": w.key[0], "threads": w.key[1], "pid": w.proc.pid, "busy": id(w) not in idle}
+                    for w in self._all if w.proc is not None]
+
     def ready(self, job: Job) -> dict[str, Any]:
         """The ``ready`` message of a worker for ``job``'s target (``versions``,
         ``available``, ``reason``), starting one; ``start_error`` (with the last line of

@@ -222,8 +222,7 @@ def keyed_env() -> dict[str, str]:
 def _local_only(job: Job) -> bool:
     """A job whose code comes from a user's file: run it on a fresh process, never on a
     long-lived worker (which would keep the first version of the file imported)."""
-    own_source = bool(job.source) and not job.source.startswith("zoo:")
-    return own_source or any(o.startswith("file:") for o in job.op_origins)
+    return bool(job.file_source) or any(o.startswith("file:") for o in job.op_origins)
 
 
 def _absolute(job: Job) -> Job:

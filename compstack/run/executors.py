@@ -249,8 +249,7 @@ class PoolExecutor(Executor):
     @staticmethod
     def _key(job: Job) -> tuple[Any, ...]:
         # a user's file source is imported into the worker: keep it to its own workers
-        own = job.source if job.source and not job.source.startswith("zoo:") else ""
-        return (job.target_ref, job.threads, tuple(job.op_origins), own, tuple(sorted(job.env.items())))
+        return (job.target_ref, job.threads, tuple(job.op_origins), job.file_source, tuple(sorted(job.env.items())))
 
     def _checkout(self, job: Job) -> Any:
         from compstack.run.pool import WorkerProcess

@@ -107,6 +107,12 @@ class Job:
         return cls(**json.loads(Path(path).read_text()))
 
     @property
+    def file_source(self) -> str:
+        """``source`` when it is a user's file (``/abs/file.py:build``), else ``""``: code
+        a worker imports that the user may edit between runs (zoo models are package code)."""
+        return self.source if self.source and not self.source.startswith("zoo:") else ""
+
+    @property
     def outputs_path(self) -> Path:
         return Path(self.workdir) / "outputs.npz"
 

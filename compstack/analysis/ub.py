@@ -1,8 +1,7 @@
-"""Undefined behaviour in a generated model on its inputs.
+"""Undefined behaviour in a model on its inputs: the rules every judging command applies.
 
-:func:`compstack.explain.undefined_behaviour` covers integer division by zero, Cast of
-NaN/Inf/out-of-range floats to integers, NaN Clip bounds and random ops; this adds
-integer overflow (ONNX leaves wrap-around of signed integer arithmetic unspecified:
+:func:`undefined_behaviour` covers integer division by zero, Cast of NaN/Inf/out-of-range
+floats to integers, NaN Clip bounds and random ops; :func:`undefined` adds integer overflow (ONNX leaves wrap-around of signed integer arithmetic unspecified:
 Operators.md says nothing, C and the stacks' codegen treat it as undefined), found by
 recomputing each integer arithmetic node in float64 on the reference's values, and a
 zero norm in LpNormalization (``x / ||x||_p`` of an all-zero vector is 0/0; Operators.md#LpNormalization
@@ -17,10 +16,51 @@ import numpy as np
 import onnx
 from onnx import helper
 
-__all__ = ["undefined", "integer_overflow", "zero_norm"]
+__all__ = ["undefined", "undefined_behaviour", "integer_overflow", "zero_norm"]
 
 _ARITH = frozenset({"Add", "Sub", "Mul", "Neg", "Abs", "Sum", "ReduceSum", "ReduceProd", "ReduceSumSquare",
                     "ReduceL1", "CumSum", "MatMul", "Gemm", "Pow", "ScatterElements", "ScatterND", "Div"})
+
+
+_RANDOM = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+                     "Bernoulli"})
+
+
+def undefined_behaviour(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> list[str]:
+    """Nodes whose inputs trigger behaviour the ONNX spec leaves undefined.
+
+    Checked (ONNX Operators.md): integer ``Div``/``Mod`` by zero; ``Cast`` of NaN,
+    Inf or out-of-range floats to an integer type; ``Clip`` with a NaN bound; and ops
+    whose outputs are random by definition (``RandomNormal[Like]``,
+    ``RandomUniform[Like]``, ``Multinomial``, ``Bernoulli``, ``Dropout`` in training
+    mode), which no two runs need agree on.
+
+    Returns:
+        One line per offending node (empty: none).
+    """
+    out = []
+    for node in proto.graph.node:
+        ins = [values.get(i) for i in node.input]
+        label = node.name or node.op_type
+        training = node.op_type == "Dropout" and len(ins) > 2 and ins[2] is not None and bool(np.asarray(ins[2]))
+        if node.op_type in _RANDOM or training:
+            out.append(f"{label}: {node.op_type} is random{' (training mode)' if training else ''}; "
+                       "runs need not agree")
+        elif node.op_type in ("Div", "Mod") and len(ins) == 2 and ins[1] is not None \
+                and np.asarray(ins[1]).dtype.kind in "iu" and np.any(np.asarray(ins[1]) == 0):
+            out.append(f"{label}: integer {node.op_type} by zero")
+        elif node.op_type == "Cast" and ins and ins[0] is not None and np.asarray(ins[0]).dtype.kind == "f":
+            to = next((a.i for a in node.attribute if a.name == "to"), 0)
+            dt = onnx.helper.tensor_dtype_to_np_dtype(to) if to else None
+            if dt is not None and np.dtype(dt).kind in "iu":
+                x = np.asarray(ins[0], dtype=np.float64)
+                info = np.iinfo(dt)
+                if np.any(~np.isfinite(x)) or np.any(x < info.min) or np.any(x > info.max):
+                    out.append(f"{label}: Cast of NaN/Inf or out-of-range values to {np.dtype(dt).name}")
+        elif node.op_type == "Clip" and any(v is not None and np.asarray(v).dtype.kind == "f"
+                                             and np.any(np.isnan(np.asarray(v))) for v in ins[1:]):
+            out.append(f"{label}: Clip with a NaN bound")
+    return out
 
 
 def integer_overflow(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> list[str]:
@@ -78,6 +118,4 @@ def zero_norm(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> list[
 
 def undefined(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> list[str]:
     """Every undefined-behaviour finding of ``proto`` on ``values`` (one line each)."""
-    from compstack.explain import undefined_behaviour
-
     return undefined_behaviour(proto, values) + integer_overflow(proto, values) + zero_norm(proto, values)

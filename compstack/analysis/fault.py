@@ -1,0 +1,142 @@
+"""Whose fault a non-ok row is, decided cheaply at the row (issue #23, part 2).
+
+Every non-ok row of compare, sweep and conformance gets ``fault`` (one of
+:data:`compstack.core.results.FAULTS`) and a one-line ``fault_reason``:
+
+* ``compstack``: our export, translation or harness. The import stage (loading the
+  model, exporting a framework program, our job harness) is ours; so is an op without a
+  converter on a translated path (XLA, Inductor, TorchScript from the common IR), an
+  exception raised from compstack's own code (its innermost traceback frame is in
+  ``compstack/`` outside the targets' wrappers, or in ``compstack/translate/``), and a
+  translated path whose program, run eagerly without the compiler
+  (:mod:`compstack.run.tasks.evaluate` mode ``eager``), already disagrees with the
+  reference.
+* ``stack``: the stack's frontend, compiler or runtime: an op the stack does not
+  support, a failure, crash, hang or memory overrun in ``lower``/``compile``/``run``/
+  ``latency`` raised inside the stack, a mismatch of a stack that reads the common IR
+  itself (the reference ran the same file), a mismatch of a translated path whose eager
+  program agrees with the reference (so the compiler changed the result).
+* ``undefined``: the verdict says the graph's result is undefined (a UB rule of
+  :mod:`compstack.fuzz.ub` fired; status or verdict ``undefined``).
+* ``unknown``: the rest (the stack is not installed here; no reference to compare
+  with; a native framework path's mismatch, where the reference ran compstack's ONNX
+  export of the program, so either may be wrong: ``compstack explain`` tells them
+  apart).
+
+The deep version is ``compstack explain`` (attribution by re-running with passes off).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["TRANSLATED_STACKS", "Fault", "attribute", "innermost_frame", "is_translated"]
+
+#: Targets whose stack does not read ONNX: on the ``translated`` path they run
+#: compstack's translation of the common IR (JAX for XLA, torch.fx for the others).
+TRANSLATED_STACKS = ("xla", "inductor", "torchscript")
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+_LOST = ("crashed", "timeout", "oom")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """``fault`` and ``fault_reason`` of one row (both empty for an ok row)."""
+
+    fault: str = ""
+    reason: str = ""
+
+
+def is_translated(flags: dict[str, Any]) -> bool:
+    """Whether the row ran compstack's translated program (``flags["path"]`` is
+    ``translated``: only the two-path targets of :data:`TRANSLATED_STACKS` set it)."""
+    return str(flags.get("path", "")) == "translated"
+
+
+def innermost_frame(log: str) -> str:
+    """The file of the innermost frame of the last Python traceback in ``log``
+    (empty when it holds none)."""
+    frames = _FRAME.findall(log or "")
+    return frames[-1][0] if frames else ""
+
+
+def _rel(path: str) -> str:
+    """``compstack/...`` for a file inside the compstack package, else empty."""
+    path = path.replace("\\", "/")
+    return "compstack/" + path.rsplit("/compstack/", 1)[1] if "/compstack/" in path else ""
+
+
+def _ours(log: str, translated: bool) -> str:
+    """The compstack file to blame for the traceback in ``log``: its innermost frame when
+    that is compstack's own code (not a target's wrapper around its stack), or, on a
+    translated path, the innermost frame in ``compstack/translate/`` (tracing our
+    converters is what lowering a translated program does). Empty otherwise."""
+    inner = _rel(innermost_frame(log))
+    if inner and not inner.startswith("compstack/targets/"):
+        return inner
+    if translated:
+        ours = [r for r in (_rel(f) for f, _ in _FRAME.findall(log or "")) if r.startswith("compstack/translate/")]
+        if ours:
+            return ours[-1]
+    return ""
+
+
+def attribute(row: Any, eager_agrees: bool | None = None, eager_note: str = "") -> Fault:
+    """The fault of one row (see the module docstring).
+
+    Args:
+        row: a :class:`compstack.core.results.Result` (``status``, ``stage``, ``error``,
+            ``log``, ``flags``, ``unsupported_ops``, ``target``; ``verdict`` when the
+            verdict engine set one).
+        eager_agrees: for a translated path's mismatch: whether its program run eagerly
+            agrees with the reference (None: not checked).
+        eager_note: one line on that check when it could not run.
+
+    Returns:
+        A :class:`Fault`; empty for an ok row.
+    """
+    status, stage = row.status, row.stage or ""
+    translated = is_translated(row.flags or {})
+    first = (row.error or "").splitlines()[0][:200] if row.error else ""
+    if status == "ok":
+        return Fault()
+    if status == "undefined" or getattr(row, "verdict", "") == "undefined":
+        return Fault("undefined", f"undefined behaviour: {first or 'a UB rule fired on these inputs'}")
+    if status == "unavailable":
+        return Fault("unknown", f"not run here: {first}")
+    if status == "unsupported":
+        ops = ", ".join(row.unsupported_ops[:8])
+        if translated:
+            return Fault("compstack", f"compstack's translation has no converter for {ops or first}")
+        return Fault("stack", f"the stack does not support {ops or first}")
+    if stage == "import":
+        return Fault("compstack", f"compstack's import/export/harness failed ({status}): {first}")
+    if status == "mismatch":
+        return _mismatch(translated, row, eager_agrees, eager_note)
+    if status in _LOST:
+        return Fault("stack", f"the stack's worker was {status} in {stage or 'its job'}: {first}")
+    if status == "failed" and stage == "compare":
+        return Fault("unknown", f"nothing to compare with: {first}")
+    ours = _ours(row.log or "", translated)
+    if ours:
+        return Fault("compstack", f"raised in compstack's own code ({ours}) in {stage}: {first}")
+    return Fault("stack", f"the stack failed in {stage or 'its job'}: {first}")
+
+
+def _mismatch(translated: bool, row: Any, eager_agrees: bool | None, eager_note: str) -> Fault:
+    path = str((row.flags or {}).get("path", ""))
+    if translated:
+        if eager_agrees is True:
+            return Fault("stack", "compstack's translated program agrees with the reference when run eagerly; "
+                                  "the compiler changed the result")
+        if eager_agrees is False:
+            return Fault("compstack", "compstack's translated program already disagrees with the reference when "
+                                      "run eagerly, without the compiler")
+        return Fault("unknown", f"translated path; eager check not made{': ' + eager_note if eager_note else ''}")
+    if path.startswith("native"):
+        return Fault("unknown", "native path: the reference ran compstack's ONNX export of the program, so either "
+                                "may be wrong (compstack explain tells them apart)")
+    return Fault("stack", "the stack's outputs differ from the reference on the same ONNX model")

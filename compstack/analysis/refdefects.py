@@ -1,0 +1,219 @@
+"""Known defects of ``onnx.reference`` (onnx 1.23), and the corrected float64 oracle.
+
+Each entry of :data:`DEFECTS` names an op, the ai.onnx opset range it applies to, what
+``onnx.reference`` computes wrongly, and the fix: a NumPy float64 implementation from
+the formula in ONNX ``Operators.md`` (``docs/Changelog.md`` for old opsets), which
+:func:`corrected_ops` hands to ``ReferenceEvaluator(new_ops=...)`` for the nodes of those
+ops, so the oracle every command judges against is the spec, not the evaluator's bug.
+
+Every entry is checked against a hand-computed value in ``tests/test_refdefects.py``.
+``Sum``, reported with ``Mean`` by the fuzz campaign, is out of place in onnx 1.23
+(``sum(args)``) and needs no entry; ``Mean`` still accumulates into a copy of its first input.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import onnx
+
+__all__ = ["Defect", "DEFECTS", "corrected_ops", "defects_for", "sequential_reductions"]
+
+
+@dataclass(frozen=True)
+class Defect:
+    """One known defect of ``onnx.reference``.
+
+    Attributes:
+        op: the ai.onnx op type.
+        opsets: inclusive ai.onnx opset range ``(low, high)`` the defect applies to.
+        why: what ``onnx.reference`` computes wrongly.
+        fix: what the corrected oracle computes instead (and the rule's source).
+    """
+
+    op: str
+    opsets: tuple[int, int]
+    why: str
+    fix: str
+
+
+def _coerce2d(x: np.ndarray, axis: int) -> np.ndarray:
+    """``x`` as the 2-D matrix ``[prod(shape[:axis]), prod(shape[axis:])]`` (opset 1-12 rule)."""
+    axis = axis + x.ndim if axis < 0 else axis
+    return x.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1)
+
+
+def _softmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
+    m = _coerce2d(x, axis)
+    e = np.exp(m - m.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).reshape(x.shape).astype(x.dtype)
+
+
+def _log_softmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
+    m = _coerce2d(x, axis)
+    s = m - m.max(axis=1, keepdims=True)
+    return (s - np.log(np.exp(s).sum(axis=1, keepdims=True))).reshape(x.shape).astype(x.dtype)
+
+
+def _hardmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
+    m = _coerce2d(x, axis)
+    out = np.zeros_like(m)
+    out[np.arange(m.shape[0]), np.argmax(m, axis=1)] = 1
+    return out.reshape(x.shape)
+
+
+def _lp_norm(x: np.ndarray, axis: int = -1, p: int = 2) -> np.ndarray:
+    if p == 1:
+        norm = np.sum(np.abs(x), axis=axis, keepdims=True)
+    else:
+        norm = np.sqrt(np.sum(np.square(x), axis=axis, keepdims=True))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (x / norm).astype(x.dtype)
+
+
+def _lrn(x: np.ndarray, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0) -> np.ndarray:
+    # Operators.md#LRN: square_sum[n, c] = sum of X[n, i]^2 for i in
+    # [max(0, c - floor((size - 1) / 2)), min(C - 1, c + ceil((size - 1) / 2))].
+    c_len = x.shape[1]
+    sq = np.zeros_like(x)
+    lo_off, hi_off = math.floor((size - 1) / 2), math.ceil((size - 1) / 2)
+    for c in range(c_len):
+        lo, hi = max(0, c - lo_off), min(c_len - 1, c + hi_off)
+        sq[:, c] = np.sum(np.square(x[:, lo:hi + 1]), axis=1)
+    return (x / (bias + alpha / size * sq) ** beta).astype(x.dtype)
+
+
+def _sum(*xs: np.ndarray) -> np.ndarray:
+    out = np.asarray(xs[0])
+    for x in xs[1:]:
+        out = out + x  # never in place: the first input may be the smaller, broadcast one
+    return out
+
+
+def _mean(*xs: np.ndarray) -> np.ndarray:
+    return (_sum(*xs) / len(xs)).astype(np.result_type(*xs))
+
+
+_FAMILY = "opset-13 rule (softmax along one axis) instead of the coerced 2-D semantics of opsets 1-12"
+_COERCED = "flatten to [prod(shape[:axis]), prod(shape[axis:])], normalise each row (Changelog.md, {op}-11)"
+
+#: The known defects, with the corrected oracle's rule.
+DEFECTS: tuple[Defect, ...] = (
+    Defect("Softmax", (1, 12), _FAMILY, _COERCED.format(op="Softmax")),
+    Defect("LogSoftmax", (1, 12), _FAMILY, _COERCED.format(op="LogSoftmax")),
+    Defect("Hardmax", (1, 12), _FAMILY, _COERCED.format(op="Hardmax") + "; one 1 per row, at the first maximum"),
+    Defect("LpNormalization", (1, 99), "p=1 divides by sum(x) instead of sum(|x|) (missing abs)",
+           "x / sum(|x|) along axis for p=1, x / sqrt(sum(x^2)) for p=2 (Operators.md#LpNormalization)"),
+    Defect("LRN", (1, 99), "the channel window loop sums the wrong channels",
+           "square_sum over channels [c - floor((size-1)/2), c + ceil((size-1)/2)] clipped to [0, C-1] "
+           "(Operators.md#LRN)"),
+    Defect("Mean", (1, 99), "accumulates in place into the first input (fails when the first input is "
+           "the one broadcast)", "out-of-place broadcasting sum divided by the input count"),
+)
+
+_IMPL: dict[str, Callable[..., np.ndarray]] = {
+    "Softmax": _softmax, "LogSoftmax": _log_softmax, "Hardmax": _hardmax, "LpNormalization": _lp_norm,
+    "LRN": _lrn, "Mean": _mean,
+}
+
+
+def _opset(proto: onnx.ModelProto) -> int:
+    return next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def defects_for(proto: onnx.ModelProto) -> list[Defect]:
+    """The :data:`DEFECTS` entries that apply to ops of ``proto``'s main graph at its opset.
+
+    Args:
+        proto: an ONNX model.
+
+    Returns:
+        The entries whose op occurs in the graph and whose opset range holds the model's
+        ai.onnx opset.
+    """
+    ops = {n.op_type for n in proto.graph.node if n.domain in ("", "ai.onnx")}
+    v = _opset(proto)
+    return [d for d in DEFECTS if d.op in ops and d.opsets[0] <= v <= d.opsets[1]]
+
+
+def _op_class(name: str) -> type:
+    from onnx.reference.op_run import OpRun
+
+    impl = _IMPL[name]
+
+    def _run(self: Any, *xs: Any, **_linked: Any) -> tuple[np.ndarray]:
+        # The node's own attributes only: the evaluator would fill absent ones from the
+        # newest schema (Softmax-13's axis=-1), not from the model's opset; the
+        # implementations carry the old opsets' defaults.
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in self.onnx_node.attribute}
+        return (impl(*[np.asarray(x) for x in xs], **attrs),)
+
+    return type(name, (OpRun,), {"op_domain": "", "_run": _run})
+
+
+def corrected_ops(proto: onnx.ModelProto) -> list[type]:
+    """``new_ops`` for ``onnx.reference.ReferenceEvaluator``: the corrected float64 oracle
+    for every :data:`DEFECTS` entry that applies to ``proto`` (see :func:`defects_for`).
+
+    Args:
+        proto: the model the evaluator will run.
+
+    Returns:
+        ``OpRun`` subclasses named after the ops (empty when no entry applies).
+    """
+    return [_op_class(d.op) for d in defects_for(proto)]
+
+
+def _sequential(reduce_mean: bool) -> Callable[..., np.ndarray]:
+    def run(x: np.ndarray, axes: Any = None, keepdims: int = 1, noop_with_empty_axes: int = 0) -> np.ndarray:
+        if axes is None or np.asarray(axes).size == 0:
+            if noop_with_empty_axes:
+                return x
+            axes = list(range(x.ndim))
+        ax = sorted(int(a) % max(x.ndim, 1) for a in np.asarray(axes).ravel())
+        keep = [d for d in range(x.ndim) if d not in ax]
+        moved = np.transpose(x, keep + ax).reshape([x.shape[d] for d in keep] + [-1])
+        total = np.cumsum(moved, axis=-1, dtype=x.dtype)[..., -1] if moved.shape[-1] else np.zeros(
+            moved.shape[:-1], x.dtype)  # cumsum adds one element after the other: the sequential order
+        if reduce_mean:
+            total = (total / x.dtype.type(moved.shape[-1])).astype(x.dtype)
+        if keepdims:
+            total = total.reshape([1 if d in ax else x.shape[d] for d in range(x.ndim)])
+        return np.asarray(total, x.dtype)
+    return run
+
+
+def sequential_reductions(proto: onnx.ModelProto) -> list[type]:
+    """``new_ops`` that sum ``ReduceSum``/``ReduceMean`` one element after the other, in the
+    input's own dtype: a second honest float32 evaluation for the noise floor.
+
+    NumPy sums pairwise (error ~ log2(n) ulp); a compiler's loop adds in sequence (error
+    ~ n ulp, Higham, *Accuracy and Stability of Numerical Algorithms*, section 4.2): both
+    are float32 arithmetic, so the floor is the worse of the two evaluations.
+
+    Args:
+        proto: the model (its ai.onnx opset decides whether ``axes`` is an input, opset 13+
+            for ReduceSum and 18+ for ReduceMean, or an attribute).
+
+    Returns:
+        ``OpRun`` subclasses for the reductions ``proto`` uses (empty when it uses none).
+    """
+    from onnx.reference.op_run import OpRun
+
+    ops = {n.op_type for n in proto.graph.node if n.domain in ("", "ai.onnx")}
+    out = []
+    for name, mean in (("ReduceSum", False), ("ReduceMean", True)):
+        if name not in ops:
+            continue
+        impl = _sequential(mean)
+
+        def _run(self: Any, x: Any, axes_in: Any = None, *_rest: Any, _impl: Any = impl, **_linked: Any) -> tuple:
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in self.onnx_node.attribute}
+            axes = attrs.pop("axes", None) if axes_in is None else axes_in
+            return (_impl(np.asarray(x), axes, **attrs),)
+
+        out.append(type(name, (OpRun,), {"op_domain": "", "_run": _run}))
+    return out

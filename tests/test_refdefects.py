@@ -1,0 +1,118 @@
+"""The table of known onnx.reference defects: each entry against a hand-computed value.
+
+The expected numbers are written from the spec's formula by hand (small inputs, the
+arithmetic spelled out), never by the code under test. Each test also runs the
+uncorrected ``onnx.reference`` to show the defect is real in the installed onnx; when a
+release fixes it, that assertion fails and the entry can go.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx.reference import ReferenceEvaluator
+
+from compstack.analysis.refdefects import DEFECTS, corrected_ops, defects_for
+
+
+def _model(op: str, opset: int, shapes: list[list[int]], **attrs: object):
+    names = [f"x{i}" for i in range(len(shapes))]
+    g = h.make_graph([h.make_node(op, names, ["y"], **attrs)], "g",
+                     [h.make_tensor_value_info(n, T.DOUBLE, s) for n, s in zip(names, shapes)],
+                     [h.make_tensor_value_info("y", T.DOUBLE, None)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+
+
+def _both(model, *xs: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    feeds = {f"x{i}": x for i, x in enumerate(xs)}
+    fixed = ReferenceEvaluator(model, new_ops=corrected_ops(model)).run(None, feeds)[0]
+    try:
+        raw = ReferenceEvaluator(model).run(None, feeds)[0]
+    except ValueError:  # the defect may be a crash (Mean broadcasting in place: numpy refuses)
+        raw = None
+    return np.asarray(fixed), raw
+
+
+# x = [[[0, 1], [2, 3]]] (shape [1, 2, 2]) at axis=1: one coerced row [0, 1, 2, 3].
+_X = np.array([[[0.0, 1.0], [2.0, 3.0]]])
+_E = [math.exp(v) for v in (0.0, 1.0, 2.0, 3.0)]
+_S = sum(_E)
+
+
+@pytest.mark.parametrize("opset", [11, 12])
+def test_softmax_opset_11_12_is_coerced_2d(opset: int) -> None:
+    fixed, raw = _both(_model("Softmax", opset, [[1, 2, 2]], axis=1), _X)
+    want = np.array([[[_E[0] / _S, _E[1] / _S], [_E[2] / _S, _E[3] / _S]]])
+    assert np.allclose(fixed, want, rtol=1e-12)
+    assert raw is not None and not np.allclose(raw, want)  # onnx.reference normalises along axis 1 only
+
+
+def test_logsoftmax_opset_11_is_coerced_2d() -> None:
+    fixed, raw = _both(_model("LogSoftmax", 11, [[1, 2, 2]], axis=1), _X)
+    want = np.array([[[v - math.log(_S) for v in (0.0, 1.0)], [v - math.log(_S) for v in (2.0, 3.0)]]])
+    assert np.allclose(fixed, want, rtol=1e-12)
+    assert raw is not None and not np.allclose(raw, want)
+
+
+def test_hardmax_opset_11_one_per_coerced_row() -> None:
+    fixed, raw = _both(_model("Hardmax", 11, [[1, 2, 2]], axis=1), _X)
+    want = np.array([[[0.0, 0.0], [0.0, 1.0]]])  # the maximum of the row [0, 1, 2, 3] is the last
+    assert np.array_equal(fixed, want)
+    assert raw is not None and not np.array_equal(raw, want)
+
+
+def test_softmax_default_axis_is_the_old_opsets() -> None:
+    fixed, _ = _both(_model("Softmax", 11, [[1, 2, 2]]), _X)  # no axis: 1 before opset 13
+    assert np.allclose(fixed.sum(), 1.0) and np.isclose(fixed[0, 1, 1], _E[3] / _S)
+
+
+def test_softmax_opset_13_is_left_to_onnx_reference() -> None:
+    assert not defects_for(_model("Softmax", 13, [[1, 2, 2]], axis=1))
+
+
+def test_lpnormalization_p1_divides_by_the_l1_norm() -> None:
+    x = np.array([[3.0, -1.0], [-2.0, -2.0]])
+    fixed, raw = _both(_model("LpNormalization", 11, [[2, 2]], axis=1, p=1), x)
+    want = np.array([[3.0 / 4.0, -1.0 / 4.0], [-2.0 / 4.0, -2.0 / 4.0]])  # |3| + |-1| = 4, |-2| + |-2| = 4
+    assert np.allclose(fixed, want, rtol=1e-12)
+    assert raw is not None and not np.allclose(raw, want)
+
+
+def test_lpnormalization_p2_default() -> None:
+    fixed, _ = _both(_model("LpNormalization", 11, [[1, 2]]), np.array([[3.0, 4.0]]))
+    assert np.allclose(fixed, [[0.6, 0.8]], rtol=1e-12)  # 3-4-5
+
+
+def test_lrn_window_is_the_specs() -> None:
+    x = np.array([1.0, 2.0, 3.0, 4.0]).reshape(1, 4, 1, 1)
+    fixed, raw = _both(_model("LRN", 13, [[1, 4, 1, 1]], size=3, alpha=0.25, beta=0.5, bias=2.0), x)
+    # size 3: channel c sums squares of c-1..c+1 (clipped): 1+4, 1+4+9, 4+9+16, 9+16
+    sums = [5.0, 14.0, 29.0, 25.0]
+    want = np.array([v / (2.0 + 0.25 / 3 * s) ** 0.5 for v, s in zip([1.0, 2.0, 3.0, 4.0], sums)]).reshape(1, 4, 1, 1)
+    assert np.allclose(fixed, want, rtol=1e-12)
+    assert raw is not None and not np.allclose(raw, want)
+
+
+def test_lrn_even_size_window() -> None:
+    x = np.array([1.0, 2.0, 3.0]).reshape(1, 3, 1, 1)
+    fixed, _ = _both(_model("LRN", 13, [[1, 3, 1, 1]], size=2, alpha=1.0, beta=1.0, bias=1.0), x)
+    # size 2: floor(1/2) = 0 below, ceil(1/2) = 1 above: c..c+1 -> 1+4, 4+9, 9
+    want = np.array([1.0 / (1 + 5 / 2), 2.0 / (1 + 13 / 2), 3.0 / (1 + 9 / 2)]).reshape(1, 3, 1, 1)
+    assert np.allclose(fixed, want, rtol=1e-12)
+
+
+def test_mean_broadcasts_out_of_place() -> None:
+    a, b = np.array([[1.0, 2.0]]), np.array([[3.0, 4.0], [5.0, 8.0]])
+    fixed, raw = _both(_model("Mean", 13, [[1, 2], [2, 2]]), a, b)
+    want = np.array([[(1 + 3) / 2, (2 + 4) / 2], [(1 + 5) / 2, (2 + 8) / 2]])
+    assert np.allclose(fixed, want, rtol=1e-12)
+    assert raw is None or not np.allclose(raw, want)  # onnx 1.23 raises: in-place += cannot broadcast
+
+
+def test_every_entry_is_tested_here() -> None:
+    assert {d.op for d in DEFECTS} == {"Softmax", "LogSoftmax", "Hardmax", "LpNormalization", "LRN", "Mean"}
+    assert all(d.why and d.fix and d.opsets[0] <= d.opsets[1] for d in DEFECTS)

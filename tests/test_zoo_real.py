@@ -1,0 +1,136 @@
+"""The real tier of the zoo: listed from metadata (no torch), every constructor builds at
+its recorded size (on the meta device: no weights allocated), inputs as recorded; and a
+few real models end to end under the ``slow`` marker."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+
+import pytest
+
+from compstack.core.errors import UserError
+from compstack.frontends import zoo
+from compstack.frontends.zoo import _real
+from conftest import run_cli
+
+REAL = zoo.names(tier="real")
+FAMILIES = {"cnn", "segmentation", "detection", "encoder", "decoder", "encoder-decoder", "vit", "audio",
+            "diffusion", "clip", "recsys", "rnn"}
+
+
+def test_listing_reads_metadata_only_and_imports_no_torch() -> None:
+    code = ("import json, sys; from compstack.frontends import zoo; "
+            "rows = [zoo.real_info(n) for n in zoo.names(tier='real')]; "
+            "print(json.dumps({'rows': rows, 'heavy': sorted(m for m in ('torch', 'transformers', 'diffusers') "
+            "if m in sys.modules)}))")
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert out["heavy"] == []
+    rows = out["rows"]
+    assert len(rows) >= 60 and len({r["name"] for r in rows}) == len(rows)
+    assert {r["family"] for r in rows} == FAMILIES
+    for r in rows:
+        assert r["tier"] == "real" and r["params"] > 1_000_000, r["name"]
+        assert r["source"]["library"] in ("transformers", "diffusers", "torch") and r["source"]["version"]
+        assert r["inputs"] and all(i["shape"][0] >= 1 for i in r["inputs"]) and r["settings"]["batch"] >= 1
+    opsets = {r["name"]: r["opset"] for r in rows if r["name"].startswith("zoo:resnet50")}
+    assert opsets == {"zoo:resnet50": 20, "zoo:resnet50-opset18": 18, "zoo:resnet50-opset23": 23}
+
+
+def test_cli_lists_tiers() -> None:
+    from click.testing import CliRunner
+
+    from compstack.cli.zoo import zoo as zoo_cmd
+
+    proc = CliRunner().invoke(zoo_cmd, ["--tier", "real", "--json"])
+    assert proc.exit_code == 0, proc.output
+    rows = json.loads(proc.output)
+    assert [r["name"] for r in rows] == [f"zoo:{n}" for n in REAL]
+    bert = next(r for r in rows if r["name"] == "zoo:bert-base")
+    assert bert["params"] == 109_482_240 and bert["inputs"][0]["shape"] == [1, 128]  # bert-base-uncased: 110 M
+    table = CliRunner().invoke(zoo_cmd, ["--tier", "real"], terminal_width=200)
+    assert table.exit_code == 0 and "zoo:sd-unet" in table.output and "859.5" in table.output
+    bad = CliRunner().invoke(zoo_cmd, ["--tier", "huge"])
+    assert bad.exit_code == 2 and "huge" in bad.output
+
+
+def test_tiers_keep_the_toy_default() -> None:
+    assert zoo.names()[:2] == ["mlp", "cnn"] and not set(zoo.names()) & set(REAL)
+    assert zoo.names(tier="all") == zoo.names() + REAL
+    assert zoo.tier("zoo:resnet50") == "real" and zoo.tier("mlp") == "toy"
+    with pytest.raises(UserError, match="unknown zoo tier 'big'"):
+        zoo.names(tier="big")
+    with pytest.raises(UserError, match="toy tier"):
+        zoo.real_info("mlp")
+
+
+@pytest.mark.parametrize("name", [n for n in REAL if "-opset" not in n])
+def test_constructor_builds_at_recorded_size(name: str) -> None:
+    pytest.importorskip("torch")
+    from compstack.frontends.zoo._real_build import _wrapper, construct, count_params
+
+    spec = _real.spec(name)
+    if spec.library == "diffusers":
+        pytest.importorskip("diffusers")
+    model = construct(name, device="meta")
+    assert count_params(model) == spec.params
+    wrapper = _wrapper(tuple(i.name for i in spec.inputs))
+    assert list(inspect.signature(wrapper.forward).parameters)[1:] == [i.name for i in spec.inputs]
+
+
+def test_example_inputs_match_the_metadata() -> None:
+    torch = pytest.importorskip("torch")
+    from compstack.frontends.zoo._real_build import _inputs
+
+    for name in REAL:
+        spec = _real.spec(name)
+        made = _inputs(spec, torch.Generator().manual_seed(0))
+        assert list(made) == [i.name for i in spec.inputs], name
+        for i in spec.inputs:
+            t = made[i.name]
+            assert tuple(t.shape) == i.shape and str(t.dtype) == f"torch.{i.dtype}", (name, i.name)
+            assert i.low <= float(t.min()) and float(t.max()) < i.high, (name, i.name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet18", "distilbert", "mobilenet-v2", "lstm-lm", "dlrm-small"])
+def test_real_model_end_to_end(name: str, tmp_path) -> None:
+    env = {"COMPSTACK_CACHE_DIR": str(tmp_path / "cache"), "COMPSTACK_DB": str(tmp_path / "db.sqlite")}
+    proc = run_cli("compare", f"zoo:{name}", "--targets", "ort-cpu,openvino-cpu", "--no-latency", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert data["model"]["nodes"] > 10 and data["model"]["params"] >= _real.spec(name).params * 0.99
+    for row in data["results"]:
+        assert row["status"] == "ok", (row["target"], row["stage"], row["error"])
+        assert row["compile_s"] > 0
+
+
+def test_an_export_failure_is_a_row_per_target(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    import sqlite3
+
+    from compstack.core.config import settings
+    from compstack.core.errors import ExportError
+    from compstack.frontends.from_torch import import_torch
+    from compstack.run.export_rows import export_failed
+
+    class DataDependent(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[x > 0] if bool((x > 0).sum() > 2) else x  # a branch on the data
+
+    with pytest.raises(ExportError) as info:
+        import_torch(DataDependent(), {"x": torch.randn(4)}, name="dd")
+    assert info.value.stage == "torch.export" and str(info.value).startswith("dd: torch.export failed: ")
+    cfg = settings(cache_dir=tmp_path / "cache", db=tmp_path / "db.sqlite")
+    seen: list[str] = []
+    report = export_failed("dd.py:build", info.value, ["ort-cpu", "tvm-llvm"], cfg,
+                           on_result=lambda r: seen.append(r.target))
+    assert seen == ["ort-cpu", "tvm-llvm"]
+    assert [(r.status, r.stage) for r in report.results] == [("failed", "torch.export")] * 2
+    assert report.model["export_stage"] == "torch.export"
+    with sqlite3.connect(tmp_path / "db.sqlite") as conn:
+        rows = conn.execute("SELECT target, status, stage, error FROM results ORDER BY target").fetchall()
+    assert [r[:3] for r in rows] == [("ort-cpu", "failed", "torch.export"), ("tvm-llvm", "failed", "torch.export")]
+    assert rows[0][3] == str(info.value)

@@ -61,14 +61,29 @@ def _removed(gone: list[Any], as_json: bool, verb: str) -> None:
 @click.group(short_help="What the store (artifacts, models, zoo, stages...) holds; prune or clear it.")
 def cache() -> None:
     """Show, prune or clear compstack's store of compiled artifacts, stage texts,
-    canonical models, zoo exports, conformance cases, kernel libraries and peaks."""
+    canonical models, zoo exports, conformance cases, kernel libraries and peaks.
+
+    Examples:
+
+        \b
+        compstack cache info
+        compstack cache prune --older-than 30d --max-size 5G
+        compstack cache clear --kind artifact
+    """
 
 
 @cache.command(short_help="Entries and bytes per kind.")
 @_CACHE_DIR
 @_JSON
 def info(cache_dir: str | None, as_json: bool) -> None:
-    """Entries and bytes per kind of the store."""
+    """Entries and bytes per kind of the store.
+
+    Examples:
+
+        \b
+        compstack cache info
+        compstack cache info --json
+    """
     store = _store(cache_dir)
     kinds = store.info()
     doc = {"root": str(store.root), "kinds": kinds, "entries": sum(k["entries"] for k in kinds.values()),
@@ -91,9 +106,16 @@ def info(cache_dir: str | None, as_json: bool) -> None:
 def prune(older_than: str | None, max_size: str | None, cache_dir: str | None, as_json: bool) -> None:
     """Delete entries by age and/or total size (least recently used first).
 
-    Raises:
-        UserError: neither flag, or a value that does not parse (names the flag).
+    Give --older-than, --max-size or both; a value that does not parse is one line naming the flag.
+
+    Examples:
+
+        \b
+        compstack cache prune --older-than 30d
+        compstack cache prune --max-size 5G
+        compstack cache prune --older-than 7d --max-size 500M --json
     """
+    # An error (exit 2) when neither flag is given or a value does not parse (UserError names the flag).
     from compstack.core.store import parse_age, parse_size
 
     if older_than is None and max_size is None:
@@ -114,11 +136,16 @@ def prune(older_than: str | None, max_size: str | None, cache_dir: str | None, a
 @_CACHE_DIR
 @_JSON
 def clear(kind: str | None, cache_dir: str | None, as_json: bool) -> None:
-    """Delete every entry of the store, or those of ``--kind``.
+    """Delete every entry of the store, or only those of --kind (`compstack cache info` lists the kinds).
 
-    Raises:
-        UserError: an unknown kind (lists the kinds).
+    Examples:
+
+        \b
+        compstack cache clear
+        compstack cache clear --kind artifact
+        compstack cache clear --cache-dir /path/to/cache --json
     """
+    # An unknown --kind is an error (exit 2) that lists the kinds (UserError).
     from compstack.core.store import KINDS
 
     if kind is not None and kind not in KINDS:

@@ -88,8 +88,14 @@ def check_writable_file(path: str | None, flag: str) -> None:
         probe_dir(Path(path).resolve().parent, f"{flag} {path}: folder not writable")
 
 
-def writable_dir(path: str) -> Path:
-    """``-o DIR`` created and probed; UserError naming ``-o`` when it cannot be written."""
+def writable_dir(path: str, command: str = "") -> Path:
+    """``-o DIR`` created and probed; UserError naming ``-o`` when it cannot be written.
+    With ``command``: claimed by :func:`compstack.core.outdir.claim_dir` first (an empty
+    path, a file or a non-empty foreign folder is refused before any work starts)."""
+    if command:
+        from compstack.core.outdir import claim_dir
+
+        claim_dir(path, command)
     return probe_dir(Path(path), f"-o {path}: output folder not writable")
 
 
@@ -113,7 +119,7 @@ def compare_options(targets: list[str], model: ModelFlags, run: RunFlags) -> Com
 
     topts = target_options(model.target_opts)
     latency = None if run.no_latency else LatencyConfig(
-        warmup=run.warmup, min_runs=run.min_runs, min_time_s=run.min_time)
+        warmup=run.warmup, min_runs=run.min_runs, min_time_s=run.min_time, budget_s=run.latency_budget)
     return CompareOptions(
         targets=targets, seed=model.seed,
         inputs=load_npz(model.inputs_file) if model.inputs_file else None,

@@ -47,6 +47,13 @@ def conformance(targets_spec: str, pattern: str | None, sample: int | None, seed
     """Run the ONNX node tests on each target: funnel table, XFAIL check, history.
 
     Exit status 1 when a case listed nowhere in the target's XFAIL file fails (a regression).
+
+    Examples:
+
+        \b
+        compstack conformance --targets ort-cpu --filter 'relu|sigmoid'
+        compstack conformance --targets tvm-llvm,iree-llvm-cpu --junit conformance.xml
+        compstack conformance --trend
     """
     from compstack import api
     from compstack.conformance import suite

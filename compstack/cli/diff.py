@@ -31,7 +31,15 @@ __all__ = ["diff"]
 @timeout_option(help="Wall-clock limit of each dump job, seconds.")
 def diff(a: str, b: str, stat: bool, as_json: bool, strip_locations: bool, rename: bool, elide_constants: bool,
          sort_unordered: bool, color: str, cache_dir: str | None, timeout: float) -> None:
-    """Diff two IR dumps: files or MODEL@TARGET:STAGE specs. Exit 0 equal, 1 different, 2 error."""
+    """Diff two IR dumps: files or MODEL@TARGET:STAGE specs. Exit 0 equal, 1 different, 2 error.
+
+    Examples:
+
+        \b
+        compstack diff dumps/a.mlir dumps/b.mlir
+        compstack diff zoo:cnn@iree-llvm-cpu:flow zoo:bert@iree-llvm-cpu:flow --stat
+        compstack diff zoo:cnn@tvm-llvm:pass:FuseOps- zoo:cnn@tvm-llvm:pass:FuseOps+
+    """
     from compstack.analysis.irtext.irdiff import diff_texts
     from compstack.analysis.irtext.normalize import NormalizeOptions
     from compstack.core.config import settings

@@ -34,7 +34,15 @@ __all__ = ["dump"]
 def dump(model: str, target: str, stage_names: tuple[str, ...], all_passes: bool, print_after_change: bool,
          out_dir: str | None, target_opts: tuple[str, ...], cache_dir: str | None, timeout: float,
          memory_limit: int | None) -> None:
-    """Dump the IR of MODEL on TARGET: one stage to stdout, or every stage (and pass) to -o."""
+    """Dump the IR of MODEL on TARGET: one stage to stdout, or every stage (and pass) to -o.
+
+    Examples:
+
+        \b
+        compstack dump zoo:mlp --target ort-cpu --stage optimized
+        compstack dump zoo:cnn --target tvm-llvm --all -o dumps/
+        compstack dump zoo:cnn --target iree-llvm-cpu --all --print-after-change -o dumps/
+    """
     from compstack import api
     from compstack.core.procs import run_tempdir
     from compstack.report.tables import print_pass_timing
@@ -52,7 +60,7 @@ def dump(model: str, target: str, stage_names: tuple[str, ...], all_passes: bool
     topts = parse_target_options(target_opts)
     api.validate_target_options(topts)
     check_stages(name, stage_names)
-    folder = writable_dir(out_dir) if out_dir else run_tempdir("compstack-dump-")
+    folder = writable_dir(out_dir, "dump") if out_dir is not None else run_tempdir("compstack-dump-")
     source = load_source(model, cache_dir, timeout, memory_limit)
     res = api.dump(source, name, folder, stages=list(stage_names) or None, passes=passes,
                    target_options=topts.get(name, {}), cache_dir=cache_dir, timeout_s=timeout,

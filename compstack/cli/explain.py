@@ -6,8 +6,6 @@ Thin over :func:`compstack.api.explain_model`.
 from __future__ import annotations
 
 import json
-import math
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,26 +15,10 @@ import click
 
 from compstack.cli.common import check_writable_file, load_source, parse_target_options, probe_dir
 from compstack.cli.options import ExplainFlags, ModelFlags, explain_options, model_options
+from compstack.core.duration import parse_duration
 from compstack.core.errors import UserError
 
 __all__ = ["bisect", "explain", "explain_command", "parse_duration", "reduce", "replay_command"]
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
-
-
-def parse_duration(text: str | None, flag: str = "--time-budget") -> float:
-    """``"10m"``, ``"90s"``, ``"1.5h"`` or plain seconds -> seconds (None: no limit).
-
-    Raises:
-        UserError: anything else, naming the flag.
-    """
-    if text is None:
-        return math.inf
-    m = _DURATION.match(text)
-    if m is None or float(m.group(1)) <= 0:
-        raise UserError(f"{flag} {text!r}: expected a positive duration like 90s, 10m or 1h")
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
-
 
 def _feeds(source: Any, model: ModelFlags) -> dict[str, Any]:
     from compstack.api import explain_feeds
@@ -48,14 +30,15 @@ def _feeds(source: Any, model: ModelFlags) -> dict[str, Any]:
 
 
 def _print(report: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
-    con = Console(highlight=False)
+    from compstack.core.sanitize import rich_text as escape  # model-sourced text: inert
+    from compstack.report.tables import stdout_console
+
+    con = stdout_console(highlight=False)  # a pipe gets the whole table, not 80 columns
     table = Table(title=f"{report['model']}: {report['nodes']} nodes; verdict against float64 and the float32 noise floor")
     for col in ("target", "output", "verdict", "max abs err", "RMSE", "f32 floor", "detail"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")  # wrap text, never elide a figure
     for t, st in report.get("status", {}).items():
         verdicts = report.get("verdicts", {}).get(t)
         if not verdicts:
@@ -77,7 +60,7 @@ def _print(report: dict[str, Any]) -> None:
     b = report.get("bisect")
     if b and b.get("node"):
         n = b["node"]
-        con.print(f"first divergent node: [bold]{escape(n['name'] or n['op_type'])}[/] ({n['op_type']}, node "
+        con.print(f"first divergent node: [bold]{escape(n['name'] or n['op_type'])}[/] ({escape(n['op_type'])}, node "
                   f"{n['index']}) — {'wrong alone on the reference inputs: an op bug' if b['kind'] == 'op' else 'right alone, wrong in context: an interaction (fusion, optimisation)'}"
                   f"; {b['compiles']} compiles (bound ⌈log₂ n⌉+2 = {b['bound']}), {b['seconds']:.1f} s")
     r = report.get("reduce")
@@ -113,7 +96,7 @@ def explain_command(source_loader: Callable[[], Any], targets: list[str], flags:
     quiet = flags.as_json
     report = explain_model(source, targets, keep=flags.keep, target_options=target_options,
                            time_budget_s=parse_duration(flags.time_budget), out_dir=out_dir, steps=steps,
-                           timeout_s=flags.timeout, rtol=flags.rtol or 1e-3, atol=flags.atol or 1e-5, feeds=feeds,
+                           timeout_s=flags.timeout, rtol=flags.rtol, atol=flags.atol, feeds=feeds,
                            on_progress=None if quiet else (lambda s: click.echo(s, err=True)))
     reduced = report.pop("reduced", None)
     if reduced_out and reduced is not None:
@@ -133,11 +116,19 @@ def explain_command(source_loader: Callable[[], Any], targets: list[str], flags:
     return 0 if report.get("found") or not flags.keep else 1
 
 
-def replay_command(folder: str, as_json: bool, timeout: float) -> int:
-    """``explain --replay DIR``: exit 0 when the discrepancy reproduces, 1 when it does not."""
+def replay_command(folder: str, as_json: bool, timeout: float, trust_flags: bool = False) -> int:
+    """``explain --replay DIR``: exit 0 when the discrepancy reproduces, 1 when it does not.
+
+    The bundle's flags that its stacks' replay allowlists refuse are dropped (or, with
+    ``trust_flags``, applied) and listed in one line on stderr."""
     from compstack.explain import replay
 
-    res = replay(Path(folder), timeout)
+    res = replay(Path(folder), timeout, trust_flags)
+    if res["refused"]:
+        what = "; ".join(res["refused"])
+        click.echo(f"compstack: warning: --trust-bundle-flags: applying bundle flags off the replay allowlist: {what}"
+                   if trust_flags else f"compstack: refused bundle flags (dropped; --trust-bundle-flags applies "
+                   f"them): {what}", err=True)
     if as_json:
         click.echo(json.dumps(res, indent=1, default=str))
     else:
@@ -181,9 +172,12 @@ def _explain_run(model: str | None, flags: ExplainFlags, model_flags: ModelFlags
               help="Write an upstream-ready bundle (reduced model, test data, repro_<target>.py, ISSUE.md) here.")
 @click.option("--replay", "replay_dir", type=click.Path(file_okay=False),
               help="Rerun a bundle written by -o: does the discrepancy still reproduce?")
+@click.option("--trust-bundle-flags", is_flag=True,
+              help="With --replay: also apply the bundle's flags that its stacks' replay allowlists refuse "
+                   "(they may name programs or libraries to run).")
 @model_options
 def explain(model: str | None, explain_flags: ExplainFlags, out_dir: str | None, replay_dir: str | None,
-            model_flags: ModelFlags) -> None:
+            trust_bundle_flags: bool, model_flags: ModelFlags) -> None:
     """Explain why the targets disagree with the float64 reference (or each other) on MODEL:
     verdict with the float32 noise floor, the first divergent node (bisecting graph
     prefixes), a delta-debugged reduced model, the culprit (compstack's translation, the
@@ -191,11 +185,18 @@ def explain(model: str | None, explain_flags: ExplainFlags, out_dir: str | None,
 
     Exit status: 0 explained (or nothing differs; with --replay: still reproduces), 1 the
     --keep property does not hold (with --replay: no longer reproduces), 2 bad input.
+
+    Examples:
+
+        \b
+        compstack explain model.onnx --targets iree-llvm-cpu
+        compstack explain zoo:bert --targets tvm-llvm --inputs in.npz -o bug/
+        compstack explain --replay bug/
     """
     if replay_dir:
         if model:
             raise UserError("--replay takes the bundle folder only, not MODEL")
-        sys.exit(replay_command(replay_dir, explain_flags.as_json, explain_flags.timeout))
+        sys.exit(replay_command(replay_dir, explain_flags.as_json, explain_flags.timeout, trust_bundle_flags))
     sys.exit(_explain_run(model, explain_flags, model_flags, "all", out_dir=out_dir))
 
 
@@ -206,7 +207,14 @@ def explain(model: str | None, explain_flags: ExplainFlags, out_dir: str | None,
 @model_options
 def reduce(model: str | None, explain_flags: ExplainFlags, reduced_out: str | None, model_flags: ModelFlags) -> None:
     """Reduce MODEL (ddmin over nodes, cut tensors fed with the reference's values) while
-    the --keep property holds; prints nodes before -> after, compiles and time."""
+    the --keep property holds; prints nodes before -> after, compiles and time.
+
+    Examples:
+
+        \b
+        compstack reduce model.onnx --targets tvm-llvm -o small.onnx
+        compstack reduce model.onnx --targets xla-cpu,ort-cpu --keep 'xla-cpu!=ref,ort-cpu==ref' --time-budget 10m
+    """
     sys.exit(_explain_run(model, explain_flags, model_flags, "reduce", reduced_out=reduced_out))
 
 
@@ -216,5 +224,12 @@ def reduce(model: str | None, explain_flags: ExplainFlags, reduced_out: str | No
 @model_options
 def bisect(model: str | None, explain_flags: ExplainFlags, model_flags: ModelFlags) -> None:
     """Binary-search graph prefixes of MODEL (each compiled with its frontier as outputs)
-    for the first divergent node, then run that node alone on the reference's inputs."""
+    for the first divergent node, then run that node alone on the reference's inputs.
+
+    Examples:
+
+        \b
+        compstack bisect model.onnx --targets iree-llvm-cpu
+        compstack bisect zoo:bert --targets tvm-llvm --inputs in.npz --json
+    """
     sys.exit(_explain_run(model, explain_flags, model_flags, "bisect"))

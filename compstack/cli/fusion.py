@@ -240,7 +240,15 @@ def _kernel_flags(job: KernelJobFlags) -> dict[str, dict[str, str]]:
 @kernel_job_options
 def fusion(model: str, targets_spec: str, missed: bool, by_node: bool, job_flags: KernelJobFlags) -> None:
     """Map every kernel/dispatch/fusion of each target back to MODEL's nodes: kernel counts,
-    coverage, the kernel computing each node, and where the partitions differ."""
+    coverage, the kernel computing each node, and where the partitions differ.
+
+    Examples:
+
+        \b
+        compstack fusion zoo:mlp --targets ort-cpu
+        compstack fusion zoo:cnn --targets tvm-llvm,iree-llvm-cpu --missed
+        compstack fusion zoo:bert --targets cpu --json
+    """
     from compstack.api import resolve_targets
 
     if by_node:
@@ -253,8 +261,8 @@ def fusion(model: str, targets_spec: str, missed: bool, by_node: bool, job_flags
 
 @click.command(short_help="Per-kernel time from each stack's own profiler, mapped to the source graph.")
 @click.argument("model")
-@target_option(required=False, help="One target.")
-@targets_option("Comma-separated targets or aliases (cpu, all) [default: cpu].", default=None)
+@target_option(required=False, help="One target.", both=False)
+@targets_option("Comma-separated targets or aliases (cpu, all) [default: cpu].", default=None, both=False)
 @click.option("--by-node", is_flag=True, help="Each source node's share of the time on each target.")
 @click.option("--export-model-explorer", "explorer_dir", type=click.Path(file_okay=False),
               help="Write Model Explorer node-data files (per-node time, kernel per target) to this folder.")
@@ -270,7 +278,15 @@ def profile(model: str, target: str | None, targets_spec: str | None, by_node: b
             warmup: int, min_runs: int, min_time: float, refresh_peak: bool, trace: str | None,
             threads: int | None, job_flags: KernelJobFlags) -> None:
     """Time every kernel of MODEL on each target with the stack's own profiler (warm-up,
-    repeats, median, CV), beside the end-to-end latency; roofline placement per kernel."""
+    repeats, median, CV), beside the end-to-end latency; roofline placement per kernel.
+
+    Examples:
+
+        \b
+        compstack profile zoo:bert --target iree-llvm-cpu
+        compstack profile zoo:bert --targets all --by-node --json
+        compstack profile zoo:cnn --targets cpu --trace trace.json
+    """
     from compstack.api import resolve_targets
 
     if target and targets_spec:

@@ -40,8 +40,8 @@ def fuzz_command(opts: Any, db: Path, update_known: bool = False, as_json: bool 
     """Run the campaign, print progress and the record; exit status 0 (1 when a new,
     not known, finding of kind other than undefined was made)."""
     from rich.console import Console
-    from rich.markup import escape
 
+    from compstack.core.sanitize import rich_text as escape  # model-sourced text: inert
     from compstack.fuzz.campaign import run_campaign
     from compstack.fuzz.store import FuzzStore
 
@@ -76,17 +76,18 @@ def _update_known(record: dict[str, Any]) -> None:
 
 def print_record(record: dict[str, Any]) -> None:
     """The campaign as rich tables: outcomes per target and stage, findings."""
-    from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
-    con = Console(highlight=False)
+    from compstack.core.sanitize import rich_text as escape  # model-sourced text: inert
+    from compstack.report.tables import stdout_console
+
+    con = stdout_console(highlight=False)  # a pipe gets the whole table, not 80 columns
     mins = max(record["seconds"] / 60, 1e-9)
     con.print(f"campaign {record.get('campaign', '?')}: {record['graphs']} graphs in {record['seconds']:.0f} s "
               f"= [bold]{record['graphs_per_min']:.1f} graphs/min[/] ({record['rejected']} generator rejects)")
     t = Table(title="outcomes per target (key: verdict or status@stage)")
     for col in ("target", "version", "outcomes", "seconds per stage"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")  # wrap text, never elide a figure
     for target, counts in record["outcomes"].items():
         secs = record["stage_seconds"].get(target, {})
         t.add_row(target, str(record["versions"].get(target, "-")),
@@ -99,7 +100,7 @@ def print_record(record: dict[str, Any]) -> None:
                   + f"; {record['graphs'] / mins:.1f} graphs/min overall")
     ft = Table(title=f"{len(record['findings'])} unique finding(s)")
     for col in ("#", "target", "stage", "kind", "label", "known", "repeats", "reduced graph", "attribution"):
-        ft.add_column(col)
+        ft.add_column(col, overflow="fold")
     for f in record["findings"]:
         ft.add_row(f"{f['number']:04d}", f["target"], f["stage"], f["kind"], f["label"],
                    "known" if f["known"] else "new", str(f["repeats"]), escape(f["graph"][:160]),
@@ -140,11 +141,11 @@ def report_command(folder: str, db_override: Path | None, as_json: bool = False)
     return 0
 
 
-def replay_command(folder: str, timeout_s: float, as_json: bool) -> int:
+def replay_command(folder: str, timeout_s: float, as_json: bool, trust_flags: bool = False) -> int:
     """Rerun a finding's bundle (``compstack explain --replay``): 0 reproduces, 1 not."""
     from compstack.cli.explain import replay_command as explain_replay
 
-    return explain_replay(folder, as_json, timeout_s)
+    return explain_replay(folder, as_json, timeout_s, trust_flags)
 
 
 @click.command(short_help="Fuzz the stacks with random valid ONNX graphs; dedup, reduce and bundle findings.")
@@ -172,19 +173,28 @@ def replay_command(folder: str, timeout_s: float, as_json: bool) -> int:
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), help="Bundles of the findings (DIR/NNNN).")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False), help="Print the campaign of a -o folder.")
 @click.option("--replay", "replay_dir", type=click.Path(file_okay=False), help="Rerun one finding's bundle.")
+@click.option("--trust-bundle-flags", is_flag=True,
+              help="With --replay: also apply bundle flags the stacks' replay allowlists refuse.")
 @click.option("--update-known", is_flag=True, help="Add this campaign's findings to compstack/fuzz/known/.")
 @db_option()
 @json_option("Print the record as JSON on stdout, nothing else.")
 def fuzz(targets_spec: str, budget: str, max_graphs: int | None, seed: int, ops: str | None, max_nodes: int,
          dtypes: str | None, allow_ub: bool, no_reduce: bool, equivalence: float, timeout: float, executor: str,
-         n_jobs: int | None, ray_address: str | None, symbolic_shapes: float, out_dir: str | None, report_dir: str | None, replay_dir: str | None, update_known: bool, db: str | None,
-         as_json: bool) -> None:
+         n_jobs: int | None, ray_address: str | None, symbolic_shapes: float, out_dir: str | None, report_dir: str | None, replay_dir: str | None, trust_bundle_flags: bool,
+         update_known: bool, db: str | None, as_json: bool) -> None:
     """Generate valid-by-construction ONNX graphs over the op specs, run them on every
     target against the float64 reference (noise floor), check crashes per stage and
     equivalent rewrites, dedup findings by signature, reduce and bundle each unique one.
 
     Exit status: 0 nothing new (or --report/--replay reproduces), 1 a new finding
     (--replay: does not reproduce), 2 bad input.
+
+    Examples:
+
+        \b
+        compstack fuzz --targets cpu --time 10m -o findings/
+        compstack fuzz --targets tvm-llvm,iree-llvm-cpu --ops 'Conv|Resize|Pad' --max-nodes 8 --seed 7
+        compstack fuzz --replay findings/0007/
     """
     from compstack import targets as registry
     from compstack.cli.explain import parse_duration
@@ -193,7 +203,7 @@ def fuzz(targets_spec: str, budget: str, max_graphs: int | None, seed: int, ops:
     if report_dir:
         sys.exit(report_command(report_dir, Path(db) if db else None, as_json))
     if replay_dir:
-        sys.exit(replay_command(replay_dir, timeout, as_json))
+        sys.exit(replay_command(replay_dir, timeout, as_json, trust_bundle_flags))
     if executor != "ray" and (n_jobs or ray_address):
         raise UserError(f"{'--jobs' if n_jobs else '--ray-address'}: only with --executor ray")
     if ops:

@@ -22,7 +22,14 @@ __all__ = ["import_profile"]
 @cache_dir_option("Cache folder (zoo exports are cached).")
 def import_profile(model: str, profile: str, layer_info: str | None, as_json: bool, cache_dir: str | None) -> None:
     """Map each TensorRT layer of a trtexec profile back to MODEL's nodes (zoo:NAME, file.onnx):
-    per-layer times, the nodes each covers, coverage and unmapped nodes."""
+    per-layer times, the nodes each covers, coverage and unmapped nodes.
+
+    Examples:
+
+        \b
+        compstack import-profile model.onnx --profile prof.json --layer-info layers.json
+        compstack import-profile model.onnx --profile prof.json --json
+    """
     from compstack.targets.trt.profile import format_text, load_layer_info, load_profile, map_profile
 
     load_profile(profile)  # bad files fail before the model is imported

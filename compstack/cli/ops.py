@@ -19,7 +19,15 @@ __all__ = ["ops"]
 @click.group(short_help="Custom ops: list them, test every stack against the reference, build the kernels.")
 def ops() -> None:
     """Custom ops declared with compstack.ops.custom_op (compstack's own: compstack::rms_norm,
-    compstack::bias_gelu). --load FILE.py|MODULE imports a user's declarations first."""
+    compstack::bias_gelu). --load FILE.py|MODULE imports a user's declarations first.
+
+    Examples:
+
+        \b
+        compstack ops list
+        compstack ops test compstack::rms_norm
+        compstack ops build --load my_ops.py
+    """
 
 
 def _load_ops(items: Sequence[str]) -> None:
@@ -67,7 +75,14 @@ _LOAD = click.option("--load", "modules", multiple=True, metavar="FILE.py|MODULE
 @_LOAD
 def ops_list(as_json: bool, modules: tuple[str, ...]) -> None:
     """Every registered custom op: signature, attributes, kernels, and per stack how it
-    runs the op or why it cannot."""
+    runs the op or why it cannot.
+
+    Examples:
+
+        \b
+        compstack ops list
+        compstack ops list --load my_ops.py --json
+    """
     from compstack.ops import all_ops
     from compstack.ops._info import describe
 
@@ -120,7 +135,7 @@ def _parse_attrs(items: Sequence[str]) -> dict[str, Any]:
 
 @ops.command("test", short_help="Run a custom op on every stack against its NumPy reference.")
 @click.argument("name")
-@click.option("--targets", "targets_spec", default=None,  # an explicit None: `ops test` picks its own five
+@click.option("--targets", "--target", "targets_spec", default=None,  # None: `ops test` picks its own five
               help="Comma-separated targets [default: ort-cpu,tvm-llvm,iree-llvm-cpu,xla-cpu,inductor-cpu].")
 @click.option("--attr", "attrs", multiple=True, metavar="NAME=VALUE", help="An attribute value (repeatable).")
 @seed_option("Seed of the random inputs.")
@@ -131,7 +146,15 @@ def ops_test(name: str, targets_spec: str | None, attrs: tuple[str, ...], seed: 
              as_json: bool, modules: tuple[str, ...]) -> None:
     """Run NAME (domain::op) on the C kernel directly and on each target, over the op's
     test shapes and each declared dtype, against its NumPy reference (float64); print
-    the pass/fail matrix. Exit status 1 when a cell fails or errors."""
+    the pass/fail matrix. Exit status 1 when a cell fails or errors.
+
+    Examples:
+
+        \b
+        compstack ops test compstack::rms_norm
+        compstack ops test compstack::bias_gelu --targets ort-cpu,tvm-llvm --attr approximate=tanh
+        compstack ops test mylib::my_op --load my_ops.py
+    """
     from compstack import targets as registry
     from compstack.run.optest import DEFAULT_TARGETS, format_matrix, run_matrix
 
@@ -153,7 +176,14 @@ def ops_test(name: str, targets_spec: str | None, attrs: tuple[str, ...], seed: 
 @_LOAD
 def ops_build(cuda: bool, as_json: bool, modules: tuple[str, ...]) -> None:
     """Configure and build CMakeLists.txt (csrc/ plus registered user sources) under the
-    compstack cache; print what was built. A second run with the same sources builds nothing."""
+    compstack cache; print what was built. A second run with the same sources builds nothing.
+
+    Examples:
+
+        \b
+        compstack ops build
+        compstack ops build --load my_ops.py --json
+    """
     from compstack.ops._kernel import _sources
     from compstack.ops.build import ensure_built
 

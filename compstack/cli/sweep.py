@@ -80,7 +80,7 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
     from compstack.sweep._display import SweepProgress
 
     try:
-        with SweepProgress(enabled=not run.as_json) as progress:
+        with SweepProgress() as progress:  # stderr, also under --json
             result = run_sweep(SweepOptions(specs, options, baseline, flags.resume), cfg, executor, progress)
     finally:
         executor.close()
@@ -122,6 +122,13 @@ def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, exec
     """Run every MODEL (zoo:NAME, zoo:*, file.onnx, a folder of .onnx, @list.txt) on every target.
 
     Exit status: 0 when every row is ok, unsupported or unavailable; 1 otherwise; 2 on bad input.
+
+    Examples:
+
+        \b
+        compstack sweep zoo:mlp zoo:cnn --targets ort-cpu,tvm-llvm --no-latency
+        compstack sweep @models.txt --targets cpu --executor ray --resume
+        compstack sweep --last --matrix
     """
     flags = SweepFlags(baseline, executor, ray_address, n_jobs, resume, last, matrix)
     summary = cli_sweep(list(models), targets_spec, flags, model_flags, run_flags)

@@ -39,7 +39,15 @@ def _print_ops(name: str, as_json: bool) -> None:
 @json_option()
 @click.option("--ops", "ops_of", metavar="TARGET", help="List the ONNX ops TARGET takes, as the stack lists them.")
 def targets(as_json: bool, ops_of: str | None) -> None:
-    """List every known target: available or not, and why; versions."""
+    """List every known target: available or not, and why; versions.
+
+    Examples:
+
+        \b
+        compstack targets
+        compstack targets --json
+        compstack targets --ops xla-cpu
+    """
     from compstack.api import target_rows
     from compstack.report.tables import print_targets
 
@@ -56,7 +64,14 @@ def targets(as_json: bool, ops_of: str | None) -> None:
 @click.command()
 @target_option()
 def stages(target: str) -> None:
-    """List the stage names of TARGET, in pipeline order."""
+    """List the stage names of TARGET, in pipeline order.
+
+    Examples:
+
+        \b
+        compstack stages --target ort-cpu
+        compstack stages --target iree-llvm-cpu
+    """
     from compstack import targets as registry
 
     name = resolve_one(target)

@@ -14,7 +14,14 @@ __all__ = ["frontends", "zoo"]
 @click.command()
 @json_option()
 def frontends(as_json: bool) -> None:
-    """List the frontends (onnx, torch, jax, tf, paddle, mindspore): available or not, why, versions."""
+    """List the frontends (onnx, torch, jax, tf, paddle, mindspore): available or not, why, versions.
+
+    Examples:
+
+        \b
+        compstack frontends
+        compstack frontends --json
+    """
     from compstack.frontends.registry import frontend_rows
     from compstack.report.tables import print_frontends
 
@@ -28,16 +35,33 @@ def frontends(as_json: bool) -> None:
 @click.command()
 @json_option()
 @cache_dir_option("Cache folder (zoo exports are cached).")
-def zoo(as_json: bool, cache_dir: str | None) -> None:
+@click.option("--tier", type=click.Choice(["toy", "real", "all"]), default="toy", show_default=True,
+              help="toy: the small test models (exported to count nodes); real: the published-size "
+                   "architectures, listed from metadata (no model built); all: both.")
+def zoo(as_json: bool, cache_dir: str | None, tier: str) -> None:
     """List the zoo models with their node and parameter counts (TensorFlow, Paddle and MindSpore
-    models only where that framework is available: see `compstack frontends`)."""
+    models only where that framework is available: see `compstack frontends`).
+
+    Examples:
+
+        \b
+        compstack zoo
+        compstack zoo --json
+    """
     from compstack.core.config import settings
     from compstack.frontends import zoo as zoo_mod
-    from compstack.report.tables import print_zoo
+    from compstack.report.tables import print_real_zoo, print_zoo
 
     root = settings(cache_dir=cache_dir).cache_dir
-    rows = [{"name": f"zoo:{n}", **zoo_mod.info(n, cache_dir=root)} for n in zoo_mod.names(available_only=True)]
+    toys = [] if tier == "real" else zoo_mod.names(available_only=True, tier="toy")
+    rows = [{"name": f"zoo:{n}", **zoo_mod.info(n, cache_dir=root)} for n in toys]
+    real = [] if tier == "toy" else [zoo_mod.real_info(n) for n in zoo_mod.names(tier="real")]
     if as_json:
+        rows += real
+
         click.echo(json.dumps(rows, indent=1, default=str))
     else:
-        print_zoo(rows)
+        if rows:
+            print_zoo(rows)
+        if real:
+            print_real_zoo(real)

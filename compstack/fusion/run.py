@@ -87,7 +87,7 @@ class TargetKernels:
 def _ref_of(name: str) -> str:
     from compstack import targets as registry
 
-    return next(e.ref for e in registry.entries() if e.name == name)
+    return registry.ref(name)
 
 
 def _row(outcome: JobOutcome) -> TargetKernels:
@@ -124,9 +124,9 @@ def collect(source: cir.SourceModel, options: KernelsOptions, settings: Settings
                           source.val_ranges, {})
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
-        from compstack.core.threads import default_threads
+        from compstack.core.threads import requested_threads
 
-        threads = default_threads() if options.threads is None else options.threads
+        threads = requested_threads(options.threads)
         for name in options.targets:
             if on_start:
                 on_start(name)

@@ -5,7 +5,7 @@ target is used (pattern of ``torch/_dynamo/backends/registry.py``). A target who
 stack is missing still lists, with the reason from its ``availability()``.
 
 Third-party targets register through the ``compstack.targets`` entry-point group.
-Adding a stack is one folder here plus one line in ``_TABLE`` (README, "Adding a stack").
+Adding a stack is one folder here plus one line in ``_TABLE`` (docs/adding-a-stack.md).
 
 This table is the one place target names live: other modules ask it for a target by
 role (:func:`with_role`, :func:`role_target`) or ask a target's class for a capability
@@ -24,7 +24,7 @@ from compstack.core.errors import UserError
 from compstack.targets.base import Target
 
 __all__ = ["TargetEntry", "names", "entries", "get", "resolve", "register", "ALIASES", "ROLES", "with_role",
-           "role_target", "capability", "custom_op_support"]
+           "role_target", "capability", "custom_op_support", "unknown_target", "ref", "split"]
 
 #: The roles a row can give its target for other commands (role -> what it means).
 ROLES: dict[str, str] = {
@@ -33,6 +33,8 @@ ROLES: dict[str, str] = {
     "native-jax-reference": "the reference of a JAX source without a common IR (its native program in float64)",
     "baseline": "the target `compstack sweep` takes latency ratios against, when it is swept",
     "ops-test": "a default target of `compstack ops test`",
+    "second-oracle": "an independent float64 evaluation that cross-checks the reference where a stack disagrees "
+                     "(tried in table order; compstack.run.oracle)",
 }
 
 
@@ -66,7 +68,7 @@ _NO_CPU = "no: the op declares no CPU kernel"
 _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("reference", "compstack.targets.reference.target:ReferenceTarget", "cpu", default=False),
     TargetEntry("ort-cpu", "compstack.targets.ort.target:OrtCpuTarget", "cpu",
-                roles={"reference": {}, "baseline": {}, "ops-test": {}}),
+                roles={"reference": {}, "baseline": {}, "ops-test": {}, "second-oracle": {"opt_level": "disable"}}),
     TargetEntry("ort-cuda", "compstack.targets.ort.target:OrtCudaTarget", "cuda"),
     TargetEntry("tvm-llvm", "compstack.targets.relax.target:TvmLlvmTarget", "cpu", roles={"ops-test": {}}),
     TargetEntry("iree-llvm-cpu", "compstack.targets.iree.target:IreeLlvmCpuTarget", "cpu", roles={"ops-test": {}}),
@@ -84,7 +86,8 @@ _TABLE: tuple[TargetEntry, ...] = (
                       "custom_op_needs": {"jaxlib": "no: jaxlib's FFI headers are needed (pip install jax)"}}),
     TargetEntry("xla-cuda", "compstack.targets.xla.target:XlaCudaTarget", "cuda",
                 caps={"custom_op_support": {"": "no: the FFI handlers are registered for the CPU platform only"}}),
-    TargetEntry("inductor-cpu", "compstack.targets.inductor.target:InductorCpuTarget", "cpu", roles={"ops-test": {}},
+    TargetEntry("inductor-cpu", "compstack.targets.inductor.target:InductorCpuTarget", "cpu",
+                roles={"ops-test": {}, "second-oracle": {"backend": "aot_eager"}},
                 caps={"custom_op_support": {"cpu": "yes: torch.library custom op, an extern kernel for Inductor",
                                             "": _NO_CPU}}),
     TargetEntry("openvino-cpu", "compstack.targets.openvino.target:OpenVinoCpuTarget", "cpu"),
@@ -134,13 +137,48 @@ def names() -> list[str]:
     return [e.name for e in entries()]
 
 
+def split(name: str) -> tuple[str, str]:
+    """``"ort-cpu@1.24.1"`` -> ``("ort-cpu", "1.24.1")``; a plain name -> ``(name, "")``.
+
+    A versioned target runs its worker in an env of that release
+    (:mod:`compstack.targets.releases`, :mod:`compstack.core.envs`).
+
+    Raises:
+        UserError: a malformed ``@version``, or a stack without versioned form.
+    """
+    from compstack.core.envs import split_spec
+
+    try:
+        base, version = split_spec(name)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if version:
+        from compstack.targets.releases import RELEASES
+
+        if base not in RELEASES:
+            known = ", ".join(RELEASES)
+            raise UserError(f"target '{name}': {base} has no versioned form (versioned targets: {known})")
+    return base, version
+
+
+def ref(name: str) -> str:
+    """The ``module:Class`` of target ``name`` (versioned or not).
+
+    Raises:
+        UserError: unknown name.
+    """
+    return _entry(name).ref
+
+
 def get(name: str) -> type[Target]:
-    """The :class:`Target` class registered as ``name``, imported now.
+    """The :class:`Target` class registered as ``name``, imported now (``NAME@VERSION``:
+    the class of ``NAME``; its stack runs in the release's env, never in this process).
 
     Raises:
         UserError: unknown name (pointing to ``compstack targets``), or a registered
             reference whose module does not import or has no such class.
     """
+    name = split(name)[0] if "@" in name else name
     for e in entries():
         if e.name == name:
             module, _, cls = e.ref.partition(":")
@@ -148,7 +186,21 @@ def get(name: str) -> type[Target]:
                 return getattr(importlib.import_module(module), cls)
             except (ImportError, AttributeError) as exc:
                 raise UserError(f"target '{name}': cannot load '{e.ref}' ({type(exc).__name__}: {exc})") from None
-    raise UserError(f"unknown target '{name}'; run `compstack targets` to list them")
+    raise UserError(unknown_target(name))
+
+
+def unknown_target(name: str) -> str:
+    """The one-line message for an unknown target ``name``: up to three suggestions (the
+    targets of a stack named without its device, ``tvm`` -> ``tvm-llvm``, then
+    :func:`difflib.get_close_matches` over the names and aliases, as git and click do)."""
+    import difflib
+
+    known = [*names(), *ALIASES, "all"]
+    low = name.lower()  # names are lower case: ORT-CPU -> ort-cpu
+    close = [n for n in known if n == low or n.startswith(f"{low}-")]
+    close += [n for n in difflib.get_close_matches(low, known, n=3, cutoff=0.6) if n not in close]
+    hint = f"; did you mean {', '.join(close[:3])}?" if close else ""
+    return f"unknown target '{name}'{hint} (run `compstack targets` to list them)"
 
 
 def resolve(spec: str) -> list[str]:
@@ -175,8 +227,11 @@ def resolve(spec: str) -> list[str]:
             expanded = [ALIASES[name]]
         elif name in known:
             expanded = [name]
+        elif "@" in name and name.partition("@")[0] in known:
+            expanded = [name]
+            split(name)  # UserError: a malformed version, or a stack without releases
         else:
-            raise UserError(f"unknown target '{name}'; run `compstack targets` to list them")
+            raise UserError(unknown_target(name))
         out.extend(n for n in expanded if n not in out)
     if not out:
         raise UserError("--targets: no target given; run `compstack targets` to list them")
@@ -184,10 +239,11 @@ def resolve(spec: str) -> list[str]:
 
 
 def _entry(name: str) -> TargetEntry:
+    name = split(name)[0] if "@" in name else name
     for e in entries():
         if e.name == name:
             return e
-    raise UserError(f"unknown target '{name}'; run `compstack targets` to list them")
+    raise UserError(unknown_target(name))
 
 
 def with_role(role: str) -> list[str]:

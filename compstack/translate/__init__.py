@@ -53,6 +53,23 @@ _NO_FOLD = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "Rand
 SMALL_FLOAT_STATIC = 64
 
 
+def _gather_elements(node: ir.Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """GatherElements by the spec (:func:`compstack.core.reference_fixes.gather_elements`:
+    onnx.reference's own breaks past 64 entries on the gathered axis, as BERT's
+    ``position_ids`` buffer ``[1, 512]`` has)."""
+    from compstack.core.reference_fixes import gather_elements
+
+    attr = node.attributes.get("axis")
+    return [gather_elements(np.asarray(args[0]), np.asarray(args[1]), int(attr.as_int()) if attr is not None else 0)]
+
+
+#: Ops folded with numpy rather than onnx.reference (whose implementation is wrong or
+#: breaks on shapes that real models use; each function says why).
+_NUMPY_FOLD: dict[str, Callable[[ir.Node, list[np.ndarray | None]], list[np.ndarray]]] = {
+    "GatherElements": _gather_elements,
+}
+
+
 def op_key(domain: str, op_type: str) -> str:
     """``Op`` for the default ``ai.onnx`` domain, ``domain::Op`` otherwise."""
     return op_type if domain in ("", "ai.onnx") else f"{domain}::{op_type}"
@@ -312,8 +329,11 @@ def static_initializer(value: ir.Value) -> bool:
 
 def _fold(node: ir.Node, version: int, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """Evaluate one node on known values with :mod:`onnx.reference` (the ONNX spec's
-    own Python implementation)."""
+    own Python implementation), or with numpy for the ops in :data:`_NUMPY_FOLD`."""
     from onnx.reference import ReferenceEvaluator
+
+    if node.op_type in _NUMPY_FOLD and node.domain in ("", "ai.onnx"):
+        return _NUMPY_FOLD[node.op_type](node, args)
 
     proto = ir.serde.serialize_node(node)
     names = [f"i{k}" if a is not None else "" for k, a in enumerate(args)]

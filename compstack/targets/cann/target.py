@@ -114,6 +114,9 @@ class CannTarget(VendorTarget):
     device = "ascend"
     description = "Huawei CANN ATC (.om); op-coverage pre-check against the documented ONNX list"
     Options = CannOptions
+    #: The user's options that lower precision (explain says "precision option you chose").
+    precision_options = {"precision_mode": ("force_fp16", "allow_fp32_to_fp16", "cube_fp16in_fp32out", "allow_mix_precision",
+                                        "allow_mix_precision_fp16", "allow_mix_precision_bf16")}
     stage_names = ("onnx", "coverage", "coverage-json", "atc")
     compiled_stages = ("atc",)
     support_file = "cann_onnx_ops.json"

@@ -103,6 +103,8 @@ class GcuTarget(VendorTarget):
     device = "gcu"
     description = "Enflame GCU, TopsInference engine (.exec); no public op list to pre-check"
     Options = GcuOptions
+    #: The user's options that lower precision (explain says "precision option you chose").
+    precision_options = {"precision": ("fp16", "mix")}
     stage_names = ("onnx", "coverage", "coverage-json", "build")
     compiled_stages = ("build",)
     support_file = "gcu_onnx_ops.json"

@@ -44,6 +44,7 @@ from compstack.targets.base import (
 )
 from compstack.targets.openvino.errors import _first_line, _unsupported, ov_errors
 from compstack.targets.openvino.ports import c_order, port_order
+from compstack.targets.openvino.quiet import import_openvino
 
 __all__ = ["OpenVinoCpuTarget", "OpenVinoOptions", "c_order", "core", "port_order"]
 
@@ -87,7 +88,7 @@ class OpenVinoOptions(TargetOptions):
 @functools.lru_cache(maxsize=1)
 def core() -> Any:
     """The process's ``openvino.Core`` (one per process, as OpenVINO recommends)."""
-    import openvino as ov
+    ov = import_openvino()
 
     return ov.Core()
 
@@ -102,6 +103,8 @@ class OpenVinoCpuTarget(Target):
     device = "cpu"
     description = "OpenVINO Runtime, CPU plugin (ONNX frontend)"
     Options = OpenVinoOptions
+    #: The user's options that lower precision (explain says "precision option you chose").
+    precision_options = {"precision": ("bf16", "f16", "fp16")}
     stage_names = ("onnx", "ov-model", "runtime")
     compiled_stages = ("runtime",)
     #: The ONNX frontend takes the plain numpy dtypes; strings and ml_dtypes arrays are not wired.
@@ -111,7 +114,7 @@ class OpenVinoCpuTarget(Target):
     @classmethod
     def availability(cls) -> Availability:
         try:
-            import openvino as ov
+            ov = import_openvino()
         except ImportError as exc:
             return Availability(False, f"openvino does not import ({exc}); pip install openvino")
         from importlib.metadata import PackageNotFoundError, version
@@ -253,7 +256,7 @@ class _OvCompiled(Compiled):
         return [np.array(result[i]) for i in self.output_ports]
 
     def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
-        import openvino as ov
+        ov = import_openvino()
 
         request = self.compiled_model.create_infer_request()
         for port, a in zip(self.input_ports, inputs):

@@ -172,9 +172,9 @@ class OrtCpuTarget(Target):
         return out
 
     def lower_impl(self, model: ir.Model) -> Lowered:
-        from compstack.targets.ort import custom_ops
+        from compstack.targets.ort import compat, custom_ops
 
-        proto = custom_ops.prepare(cir.to_proto(model))  # custom ops -> onnxruntime-extensions PyOps
+        proto = compat.fit_ir_version(custom_ops.prepare(cir.to_proto(model)))  # + PyOps; IR this ORT reads
         return _OrtLowered(self, model, proto)
 
     def load_compiled(self, folder: Path, model: ir.Model) -> Compiled:

@@ -81,12 +81,39 @@ def _retype_graph(g: onnx.GraphProto, widen: frozenset[int] = _F32_ONLY) -> None
                 a.i = _F64
 
 
+def _narrowing_casts(proto: onnx.ModelProto) -> list[int]:
+    """Main-graph nodes ``Cast(x: double, to=FLOAT)``: a narrowing the model asks for
+    (rounding to float32, overflow to Inf), which the float64 copy must keep."""
+    try:
+        typed = onnx.shape_inference.infer_shapes(proto)
+    except Exception:  # noqa: BLE001 - no types: nothing is known to be double
+        return []
+    doubles = {v.name for v in [*typed.graph.input, *typed.graph.value_info]
+               if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type == _F64}
+    doubles |= {t.name for t in proto.graph.initializer if t.data_type == _F64}
+    return [k for k, n in enumerate(proto.graph.node) if n.op_type == "Cast" and n.input and n.input[0] in doubles
+            and any(a.name == "to" and a.i == _F32 for a in n.attribute)]
+
+
+def _keep_narrowing(g: onnx.GraphProto, nodes: list[int]) -> None:
+    """``Cast(to=FLOAT)`` then ``Cast(to=DOUBLE)`` for each of ``nodes`` (indices, in order)."""
+    for k in reversed(nodes):
+        node = g.node[k]
+        for a in node.attribute:
+            if a.name == "to":
+                a.i = _F32
+        out = node.output[0]
+        node.output[0] = f"{out}__narrowed_f32"
+        g.node.insert(k + 1, onnx.helper.make_node("Cast", [node.output[0]], [out], to=_F64))
+
+
 def to_float64(proto: onnx.ModelProto, halves: bool = False) -> onnx.ModelProto:
     """A copy of ``proto`` that computes every float32 tensor in float64.
 
     Rewrites initializers, ``Constant`` tensors, ``Cast``/``dtype`` attributes that
     name float32, and the declared types of inputs, outputs and value_info
-    (subgraphs included). Other dtypes (float16, integers) are left as they are,
+    (subgraphs included); a ``Cast`` of a double tensor to float32 keeps its rounding and
+    overflow (float32 ``Cast``, then back to double). Other dtypes (float16, integers) are left as they are,
     unless ``halves``: then float16 and bfloat16 are computed in float64 too (the
     float64 reference of a half-precision model, whose noise floor is the model run
     in its own precision).
@@ -94,7 +121,9 @@ def to_float64(proto: onnx.ModelProto, halves: bool = False) -> onnx.ModelProto:
     widen = _HALVES if halves else _F32_ONLY
     out = onnx.ModelProto()
     out.CopyFrom(proto)
+    narrowing = _narrowing_casts(proto)
     _retype_graph(out.graph, widen)
+    _keep_narrowing(out.graph, narrowing)
     for f in out.functions:
         for node in f.node:
             for a in node.attribute:
@@ -160,11 +189,13 @@ class _RefCompiled(Compiled):
         super().__init__(target, model)
         from onnx.reference import ReferenceEvaluator
 
+        from compstack.analysis.refdefects import corrected_ops
         from compstack.ops._onnx import reference_ops
 
         self.proto = proto
-        # Registered custom ops (compstack.ops) run their NumPy references.
-        self.session = ReferenceEvaluator(proto, new_ops=reference_ops(proto) or None)
+        # Registered custom ops (compstack.ops) run their NumPy references; ops with a known
+        # onnx.reference defect run the corrected oracle (compstack.analysis.refdefects).
+        self.session = ReferenceEvaluator(proto, new_ops=reference_ops(proto) + corrected_ops(proto) or None)
         self.out_dtypes = [v.dtype.numpy() if v.dtype is not None else None for v in model.graph.outputs]
         self.in_dtypes = {
             v.name: onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)

@@ -110,7 +110,7 @@ class _TvmLowered(Lowered):
 
         target = self._tvm_target()
         mod, tuning, tune_s = self.mod, None, 0.0
-        if self.target.options.tune_trials > 0:
+        if self.target.options.tuned:
             t0 = time.perf_counter()
             from compstack.targets.relax.tuning import tune
 

@@ -7,16 +7,9 @@ VM lowering) -- plain ``tvm.compile(mod, target)`` does *not* fuse -- then TVM's
 pipeline and LLVM. No MetaSchedule/DLight runs on CPU by default: the loops are TVM's
 default, untuned schedules (``flags()["tuned"]`` is False).
 
-With ``--option tvm-llvm:tune_trials=N`` the compile first runs the steps of TVM's
-``static_shape_tuning`` pipeline (``relax.pipeline.static_shape_tuning_pipeline``:
-``DecomposeOpsForInference``, ``zero_pipeline`` (legalize, fuse),
-``MetaScheduleTuneIRMod``'s ``tune_relax`` with ``max_trials_per_task=N`` and longer
-builder/runner limits, ``MetaScheduleApplyDatabase``),
-then the default pipeline as above. The MetaSchedule database (``database_workload.json``,
-``database_tuning_record.json``) is kept under ``<cache root>/tvm-tuning/<key>/``, the key
-hashing the Relax module, the target and N; a later compile of the same module finds the
-finished records there and only applies them (no second tuning). The tuning time is
-reported apart from the compile time (``flags["tuning"]["tune_s"]``).
+With ``--option tvm-llvm:tune_trials=N`` (trials per task) or ``tune=5m`` (a budget) the
+compile first tunes with MetaSchedule, records kept in the store and reused, the tuning
+time apart from the compile time (:mod:`compstack.targets.relax.tuning`).
 
 Stages, in pipeline order:
 
@@ -51,6 +44,7 @@ import onnx_ir as ir
 from compstack.core import ir as cir
 from compstack.targets.base import Availability, Compiled, Lowered, Target, TargetOptions
 from compstack.targets.relax.stages import _TvmCompiled, _TvmLowered
+from compstack.targets.relax.tuning import budget_s
 
 __all__ = ["TvmLlvmTarget", "TvmOptions"]  # the GPU targets: compstack.targets.relax.gpu
 
@@ -73,7 +67,9 @@ class TvmOptions(TargetOptions):
         disabled_passes: passes not to run (``PassContext(disabled_pass=...)``), e.g.
             ``FuseOps``; TVM skips them wherever a ``Sequential`` would run them.
         tune_trials: MetaSchedule trials per tuning task (kernel); 0: no tuning (TVM's
-            default schedules).
+            default schedules), unless ``tune`` is set.
+        tune: a tuning budget (``20s``, ``5m``, ``1h``) spent on the tasks in turn; the job's
+            time limit grows by it (:mod:`compstack.targets.relax.tuning`).
     """
 
     opt_level: int = 3
@@ -82,8 +78,20 @@ class TvmOptions(TargetOptions):
     pass_stages: bool = False
     disabled_passes: tuple[str, ...] = ()
     tune_trials: int = 0
+    tune: str = ""
+
+    @property
+    def tune_budget_s(self) -> float | None:
+        """``tune`` in seconds; None: no budget, or not a duration (see :meth:`validate`)."""
+        return budget_s(self.tune)
+
+    @property
+    def tuned(self) -> bool:  # MetaSchedule runs, or its kept records are applied
+        return self.tune_trials > 0 or bool(self.tune)
 
     def validate(self) -> str:
+        if self.tune and self.tune_budget_s is None:
+            return f"tune={self.tune}: expected a positive duration like 90s, 10m or 1h (a MetaSchedule budget)"
         if self.tune_trials < 0:
             return f"tune_trials={self.tune_trials}: expected >= 0 (MetaSchedule trials per task)"
         if not 0 <= self.opt_level <= 3:
@@ -196,7 +204,7 @@ class TvmLlvmTarget(Target):
 
     def flags(self) -> dict[str, Any]:
         """Target dict, pipeline, opt level; ``tuned`` (MetaSchedule ran or its records were applied)."""
-        tuned = self.options.tune_trials > 0
+        tuned = self.options.tuned
         out = {"target": self.target_dict(),
                "pipeline": ("static_shape_tuning steps (MetaSchedule) + " if tuned else "")
                + "relax.get_default_pipeline (relax.backend.cpu_generic)",
@@ -205,8 +213,8 @@ class TvmLlvmTarget(Target):
         if self.options.disabled_passes:
             out["disabled_passes"] = list(self.options.disabled_passes)
         if tuned:
-            out["tuning"] = {"tuner": "MetaSchedule (MetaScheduleTuneIRMod + MetaScheduleApplyDatabase)",
-                             "trials_per_task": self.options.tune_trials}
+            out["tuning"] = {"tuner": "MetaSchedule", "trials_per_task": self.options.tune_trials or None,
+                             "budget_s": self.options.tune_budget_s}
         return out
 
     def unsupported_ops(self, model: ir.Model) -> list[str]:

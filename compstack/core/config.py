@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["FRAMEWORK_ENV_VARS", "Settings", "framework_pythons", "settings"]
+__all__ = ["FRAMEWORK_ENV_VARS", "Settings", "framework_pythons", "settings", "shared_store"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,12 @@ class Settings:
     cache_dir: Path
     db: Path
     db_busy_timeout_s: float = 30.0
+
+
+def shared_store() -> bool:
+    """``--shared-store`` (``COMPSTACK_SHARED_STORE=1``, inherited by workers): the store is
+    shared with other users (:mod:`compstack.core.ownership`)."""
+    return os.environ.get("COMPSTACK_SHARED_STORE", "") == "1"
 
 
 def settings(cache_dir: str | Path | None = None, db: str | Path | None = None) -> Settings:

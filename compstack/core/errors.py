@@ -21,6 +21,7 @@ from typing import Sequence
 __all__ = [
     "CompstackError",
     "UserError",
+    "ExportError",
     "UnavailableError",
     "UnsupportedError",
     "ToolError",
@@ -41,6 +42,22 @@ class CompstackError(Exception):
 
 class UserError(CompstackError):
     """Bad input from the user: printed as one line, exit status 2."""
+
+
+class ExportError(UserError):
+    """A framework program did not export to the common IR (``torch.export`` or the ONNX
+    exporter failed, or a zoo builder raised).
+
+    A :class:`UserError` for a user's own program (one line, exit 2 where nothing else can
+    run); ``compare`` and ``sweep`` make it one ``failed`` row per target at :attr:`stage`.
+
+    Attributes:
+        stage: ``torch.export``, ``onnx-export`` or ``build`` (a zoo builder).
+    """
+
+    def __init__(self, message: str, stage: str) -> None:
+        super().__init__(message)
+        self.stage = stage
 
 
 class UnavailableError(CompstackError):

@@ -9,7 +9,6 @@ floats uniform in ``[low, high)`` (default ``[0, 1)``), integers uniform in
 from __future__ import annotations
 
 import math
-import zipfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -221,35 +220,28 @@ def check_feeds(model_inputs: Sequence[ModelInput], feeds: Mapping[str, np.ndarr
 
 
 def load_npz(path: str | Path) -> dict[str, np.ndarray]:
-    """Read ``{name: array}`` from an ``.npz`` file.
+    """Read ``{name: array}`` from an ``.npz`` file, checking every member before it is
+    allocated (:func:`compstack.core.npz.read_npz`).
 
     Raises:
-        UserError: missing, empty, not a regular file (a FIFO, a device), unreadable,
-            or an array key naming an unknown dtype.
+        UserError: one line naming the file (and member): missing, a symbolic-link loop,
+            empty, not a regular file (a FIFO, a device), not a zip, a single ``.npy``,
+            a member that is not ``.npy``, a garbage header, a declared size the member
+            cannot hold, or an array key naming an unknown dtype.
     """
+    from compstack.core.npz import check_input_file, read_npz
+
     p = Path(path)
-    if not p.exists():
-        raise UserError(f"{p}: no such file")
-    if not p.is_file():
-        raise UserError(f"{p}: not a regular file (a folder, FIFO or device); give an .npz file")
-    if p.stat().st_size == 0:
-        raise UserError(f"{p}: empty file, not an .npz of arrays")
-    bad = (OSError, ValueError, EOFError, zipfile.BadZipFile)
+    check_input_file(p, "an .npz file")
+    with open(p, "rb") as f:
+        if f.read(6) == b"\x93NUMPY":
+            raise UserError(f"{p}: a single .npy array, not an .npz of arrays by input name (use numpy.savez)")
+    arrays = read_npz(p)
     try:
-        data = np.load(p, allow_pickle=False)
-    except bad as exc:
-        raise UserError(f"{p}: not a readable .npz file ({_first(exc)})") from None
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise UserError(f"{p}: a single .npy array, not an .npz of arrays by input name (use numpy.savez)")
-    try:
-        with data:
-            # str arrays (dtype <U) stand for ONNX string tensors, which numpy holds as objects
-            return decode_arrays({k: (data[k].astype(object) if data[k].dtype.kind == "U" else data[k])
-                                  for k in data.files})
+        # str arrays (dtype <U) stand for ONNX string tensors, which numpy holds as objects
+        return decode_arrays({k: (v.astype(object) if v.dtype.kind == "U" else v) for k, v in arrays.items()})
     except UserError as exc:
         raise UserError(f"{p}: {exc}") from None
-    except bad as exc:
-        raise UserError(f"{p}: not a readable .npz file ({_first(exc)})") from None
 
 
 def _first(exc: BaseException) -> str:
@@ -312,16 +304,34 @@ def decode_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> Path:
     """Write ``{name: array}`` to ``path`` (``.npz``, uncompressed).
 
+    A regular file is written beside ``path`` and renamed over it, so a full disk leaves
+    no half-written file; a device or FIFO (``/dev/full``, a pipe) is written in place.
+
     Raises:
-        UserError: the folder cannot be written.
+        UserError: the folder cannot be written, or the device is full (one line).
     """
+    import os
+    import tempfile
+
     p = Path(path)
+    special = p.exists() and not p.is_file()
+    tmp = ""
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        with open(p, "wb") as f:
-            np.savez(f, **encode_arrays(arrays))  # type: ignore[arg-type]  # numpy stubs: ** may bind allow_pickle
+        if special:
+            with open(p, "wb") as f:
+                np.savez(f, **encode_arrays(arrays))  # type: ignore[arg-type]  # numpy stubs: ** may bind allow_pickle
+        else:
+            fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **encode_arrays(arrays))  # type: ignore[arg-type]
+            os.replace(tmp, p)
+            tmp = ""
     except OSError as exc:
         raise UserError(f"{p}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
     return p
 
 

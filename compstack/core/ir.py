@@ -11,9 +11,11 @@ Everything here is pure ONNX/onnx_ir; no compiler stack is imported.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import hashlib
+import mmap
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from compstack.core.errors import UserError
+from compstack.core.paths import check_input_file, resolve_inside
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -87,8 +90,8 @@ def _check_external_data(proto: onnx.ModelProto, base_dir: Path, source: str) ->
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         location = next((e.value for e in tensor.external_data if e.key == "location"), "")
-        target = (base / location).resolve()
-        if os.path.isabs(location) or base not in target.parents:
+        target = resolve_inside(base, location, f"{source}: external data of tensor '{tensor.name}'")
+        if target is None:
             raise UserError(
                 f"{source}: external data of tensor '{tensor.name}' points outside the "
                 f"model's folder ({location!r}); refusing to read it"
@@ -125,12 +128,9 @@ def load_proto(path: str | os.PathLike[str], external_data: bool = True, checked
             operator from an unknown domain. Each message names the file (and node).
     """
     p = Path(path)
-    if not p.exists():
-        raise UserError(f"{p}: no such file")
     if p.is_dir():
         raise UserError(f"{p}: is a folder, not an ONNX file")
-    if not p.is_file():  # a FIFO or /dev/zero would block or read until memory runs out
-        raise UserError(f"{p}: not a regular file (a FIFO, socket or device), not an ONNX file")
+    check_input_file(p, "an ONNX file")  # a loop, FIFO or /dev/zero would fail, block or read until memory runs out
     proto = _parse(p)
     if not proto.HasField("graph") or not proto.opset_import:
         raise UserError(f"{p}: not an ONNX model (no graph or no opset_import)")
@@ -146,27 +146,25 @@ def load_proto(path: str | os.PathLike[str], external_data: bool = True, checked
 
 
 def _parse(p: Path) -> onnx.ModelProto:
-    """Parse the file through a memory map (the proto is the only copy made).
-
-    Raises:
-        UserError: an empty file, or bytes that are not an ONNX protobuf.
-    """
-    import mmap
-
+    """Parse the file through a memory map (the proto is the only copy made). Raises UserError:
+    an empty file, or bytes that are not an ONNX protobuf."""
     proto = onnx.ModelProto()
     with open(p, "rb") as f:
         if os.fstat(f.fileno()).st_size == 0:
             raise UserError(f"{p}: empty file, not an ONNX model")
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            first = mm[:1]
-            view = memoryview(mm)
-            try:
-                proto.ParseFromString(view)
-            except DecodeError as exc:
-                hint = "truncated or corrupt" if first == b"\x08" else "not an ONNX file"
-                raise UserError(f"{p}: cannot parse as ONNX protobuf ({hint}: {exc})") from None
-            finally:
-                view.release()
+        mm, error = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), ""
+        first, view = mm[:1], memoryview(mm)
+        try:  # the parse error is raised after the unmap: a slice its traceback holds can stop it
+            proto.ParseFromString(view)
+        except DecodeError as exc:
+            error = str(exc)
+        finally:
+            view.release()
+            with contextlib.suppress(BufferError):  # CI, once: then it is unmapped when collected
+                mm.close()
+    if error:
+        hint = "truncated or corrupt" if first == b"\x08" else "not an ONNX file"
+        raise UserError(f"{p}: cannot parse as ONNX protobuf ({hint}: {error})")
     return proto
 
 

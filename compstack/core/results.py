@@ -33,16 +33,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compstack.core._journal import replay_journal
+from compstack.core._schema_sql import CONFORMANCE_TABLES, FUZZ_TABLES, KERNEL_TABLES
 from compstack.core.errors import UserError
+from compstack.core.sanitize import sql_ident
 
-__all__ = ["DB_SCHEMA_VERSION", "JOURNAL_TABLES", "MIGRATIONS", "SCHEMA_VERSION", "STATUSES", "AddColumn", "Result",
+__all__ = ["DB_SCHEMA_VERSION", "FAULTS", "JOURNAL_TABLES", "MIGRATIONS", "SCHEMA_VERSION", "STATUSES", "AddColumn", "Result",
            "Report", "ResultsDB", "connect", "migrate"]
 
 #: Schema version of the ``--json`` report (:meth:`Report.to_json`).
 SCHEMA_VERSION = 1
 
 #: Every status a result can have.
-STATUSES = ("ok", "mismatch", "unsupported", "failed", "crashed", "timeout", "oom", "unavailable")
+STATUSES = ("ok", "mismatch", "unsupported", "failed", "crashed", "timeout", "oom", "unavailable", "reference-suspect",
+            "undefined")
+#: Whose fault a non-ok row is (issue #23, part 2).
+FAULTS = ("stack", "compstack", "undefined", "unknown")
 
 
 @dataclass
@@ -66,6 +72,12 @@ class Result:
         latency_error: how timing failed (the stack raised, crashed, hung or ran out
             of memory in the ``latency`` stage) after the outputs were written; the
             status is still the numerics verdict. Empty when timing worked or was off.
+        fault: whose fault a non-ok row is (:data:`FAULTS`; empty when ok), decided at
+            the row by :func:`compstack.analysis.fault.attribute`; ``fault_reason`` says
+            why in one line.
+        peak_rss_compile_mb, peak_rss_run_mb: the worker's resident-memory high-water
+            mark (MiB, from the kernel, :mod:`compstack.core.peakmem`) over import +
+            lower + compile, and over run + latency alone; None when not measured.
     """
 
     target: str
@@ -82,6 +94,10 @@ class Result:
     notes: list[str] = field(default_factory=list)
     latency_error: str = ""
     log: str = ""
+    fault: str = ""
+    fault_reason: str = ""
+    peak_rss_compile_mb: float | None = None
+    peak_rss_run_mb: float | None = None
 
     def to_dict(self, with_log: bool = False) -> dict[str, Any]:
         d = asdict(self)
@@ -200,44 +216,14 @@ MIGRATIONS: tuple[tuple[str | AddColumn, ...], ...] = (
      AddColumn("results", "resumed_from", "INTEGER"),
      "CREATE INDEX IF NOT EXISTS results_sweep ON results (sweep_id)"),
     # 3: conformance runs (one row per target) and cases (one row per case and target)
-    ("""CREATE TABLE IF NOT EXISTS conformance_runs (
-    run_id TEXT, created REAL, target TEXT, version TEXT, onnx_version TEXT, total INTEGER,
-    passed INTEGER, unsupported INTEGER, timeout INTEGER, crashed INTEGER, failed_at_json TEXT,
-    seconds REAL, selection_json TEXT)""",
-     """CREATE TABLE IF NOT EXISTS conformance_cases (
-    run_id TEXT, target TEXT, name TEXT, status TEXT, stage TEXT, error TEXT, seconds REAL)"""),
+    CONFORMANCE_TABLES,
     # 4: fuzz campaigns and their unique findings
-    ("""CREATE TABLE IF NOT EXISTS fuzz_campaigns (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    started REAL, finished REAL, seed INTEGER, budget_s REAL, targets TEXT, options TEXT,
-    graphs INTEGER, rejected INTEGER, outcomes TEXT, stage_seconds TEXT, graphs_per_min REAL, findings INTEGER
-)""",
-     """CREATE TABLE IF NOT EXISTS fuzz_findings (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    campaign INTEGER, number INTEGER, signature TEXT, target TEXT, stage TEXT, kind TEXT, label TEXT, ops TEXT,
-    graph TEXT, attribution TEXT, known INTEGER, repeats INTEGER, bundle TEXT, graph_seed INTEGER, error TEXT
-)"""),
+    FUZZ_TABLES,
     # 5: one row per target of ``compstack fusion`` / ``compstack profile``
-    ("""CREATE TABLE IF NOT EXISTS kernel_rows (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL,
-    created REAL NOT NULL,
-    command TEXT NOT NULL,
-    model_name TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    target TEXT NOT NULL,
-    status TEXT NOT NULL,
-    stage TEXT,
-    error TEXT,
-    compile_s REAL,
-    kernels INTEGER,
-    kernels_json TEXT,
-    profile_json TEXT,
-    versions_json TEXT,
-    flags_json TEXT,
-    notes_json TEXT
-)""",
-     "CREATE INDEX IF NOT EXISTS kernel_rows_model ON kernel_rows (fingerprint, target)"),
+    KERNEL_TABLES,
+    # 6: whose fault a row is, and the worker's peak memory per phase
+    (AddColumn("results", "fault", "TEXT DEFAULT ''"), AddColumn("results", "fault_reason", "TEXT DEFAULT ''"),
+     AddColumn("results", "peak_rss_compile_mb", "REAL"), AddColumn("results", "peak_rss_run_mb", "REAL")),
 )
 
 #: Schema version of the results database (``PRAGMA user_version``) this compstack writes.
@@ -305,7 +291,8 @@ def connect(path: str | Path, busy_timeout_s: float = 30.0) -> sqlite3.Connectio
 
 _COLUMNS = ("run_id", "created", "model_name", "fingerprint", "target", "status", "stage", "error", "compile_s",
             "latency_median_ms", "latency_json", "outputs_json", "versions_json", "flags_json", "reference",
-            "cached", "log", "sweep_id", "options_json", "resumed_from")
+            "cached", "log", "sweep_id", "options_json", "resumed_from", "fault", "fault_reason",
+            "peak_rss_compile_mb", "peak_rss_run_mb")
 
 #: Seconds a write waits for another process's lock before the row goes to the journal.
 BUSY_TIMEOUT_S = 30.0
@@ -371,27 +358,15 @@ class ResultsDB:
         assert self.conn is not None
         cols = list(row)
         verb = "INSERT OR REPLACE" if table in ("runs", "sweeps") else "INSERT"
-        self.conn.execute(f"{verb} INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+        self.conn.execute(f"{verb} INTO {table} ({', '.join(map(sql_ident, cols))}) VALUES ({', '.join('?' * len(cols))})",
                           [row[c] for c in cols])
 
     def _replay(self) -> None:
-        """Move the rows of an earlier run's journal into the database."""
-        if self.conn is None or not self.journal.is_file():
-            return
-        records = []
-        columns = {t: {r[1] for r in self.conn.execute(f"PRAGMA table_info({t})")} for t in JOURNAL_TABLES}
-        for line in self.journal.read_text(errors="replace").splitlines():
-            try:
-                rec = json.loads(line)
-                if rec["table"] in columns and isinstance(rec["row"], dict):
-                    allowed = columns[rec["table"]]
-                    records.append((rec["table"], {k: v for k, v in rec["row"].items() if k in allowed}))
-            except (ValueError, KeyError, TypeError):
-                continue  # a torn last line of a killed run
-        with self.conn:
-            for table, row in records:
-                self._insert(table, row)
-        self.journal.unlink()
+        """Move the rows of an earlier run's journal into the database; a line that cannot
+        be inserted goes to ``<db>.journal.bad.jsonl`` and :attr:`warning` names it
+        (:func:`compstack.core._journal.replay_journal`)."""
+        if self.conn is not None and self.journal.is_file():
+            self.warning = replay_journal(self.conn, self.journal, self.path, JOURNAL_TABLES, self._insert)
 
     def add(self, report: Report, result: Result, sweep_id: str = "", options: dict[str, str] | None = None,
             resumed_from: int | None = None) -> None:
@@ -405,7 +380,8 @@ class ResultsDB:
                   json.dumps(lat), json.dumps(result.outputs), json.dumps(result.versions),
                   json.dumps(result.flags, default=str), report.reference.get("target", ""),
                   int(result.cached), result.log[-20000:], sweep_id, json.dumps(dict(options or {})),
-                  resumed_from)
+                  resumed_from, result.fault, result.fault_reason, result.peak_rss_compile_mb,
+                  result.peak_rss_run_mb)
         self.write("results", dict(zip(_COLUMNS, values)))
         if self.warning and self.warning not in report.warnings:
             report.warnings.append(self.warning)

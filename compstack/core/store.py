@@ -53,6 +53,8 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from compstack.core.integrity import MANIFEST, check_manifest, write_manifest
+from compstack.core.ownership import NATIVE_KINDS, report_once, store_problem
+from compstack.core.sizes import parse_age, parse_size
 
 __all__ = ["KINDS", "ArtifactCache", "CacheEntry", "Entry", "EntryInfo", "Kind", "Store", "cache_key",
            "canonical_json", "entry", "host_id", "key", "open_store", "parse_age", "parse_size", "root"]
@@ -91,7 +93,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("tvm-tuning", "tvm-tuning", 1, False, "MetaSchedule tuning records (tvm-llvm tune_trials)"),
     Kind("xla", "jax-cache", 1, False, "JAX's persistent compilation cache (sealed <key>/ folders)"),
     Kind("inductor", "inductor-cache", 1, False, "Inductor's FX graph / AOTAutograd caches (sealed <key>/ folders)"),
-)}
+    Kind("envs", "envs", 1, False, "stack release venvs (<stack>-<version>-py<v>/, compstack.core.envs)"))}
 
 _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
@@ -216,10 +218,24 @@ class Store:
 
     Args:
         root: the store root (:func:`root` gives the configured one).
+        shared: ``--shared-store`` (default: :func:`compstack.core.config.shared_store`);
+            see :mod:`compstack.core.ownership` for what each mode loads.
     """
 
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root).expanduser()
+    def __init__(self, root: str | Path, shared: bool | None = None) -> None:
+        from compstack.core.config import shared_store
+
+        self.root, self.shared = Path(root).expanduser(), shared_store() if shared is None else shared
+
+    def refused(self, kind: str, path: Path) -> tuple[bool, str]:
+        """Whether the entry at ``path`` must not be read (:mod:`compstack.core.ownership`),
+        and why (``""`` for the plain miss of native code under ``--shared-store``)."""
+        if self.shared:
+            return kind in NATIVE_KINDS, ""
+        why = store_problem(self.root, path)
+        if why:
+            report_once(f"store entry {path} refused (not loaded, rebuilt): {why}")
+        return bool(why), why and f"store entry {path} refused: {why}; rebuilt"
 
     # ---- paths ----------------------------------------------------------------------
 
@@ -258,6 +274,9 @@ class Store:
         folder = self.entry(kind, k)
         if not folder.exists():
             return None, ""
+        refused, why = self.refused(kind, folder)
+        if refused:
+            return None, why
         meta, problem = check_manifest(folder)
         if meta is None:
             self.evict(kind, k)
@@ -330,8 +349,10 @@ class Store:
         return final
 
     def evict(self, kind: str, k: str) -> None:
-        """Delete an entry (folder or record; a missing one is ignored)."""
+        """Delete an entry (folder or record; a missing one, or another user's, is left)."""
         path = self.entry(kind, k)
+        if path.is_symlink() or (path.exists() and path.lstat().st_uid != os.geteuid()):
+            return
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
         else:
@@ -369,6 +390,8 @@ class Store:
             malformed or altered and was deleted.
         """
         path = self.entry(kind, k)
+        if path.exists() and self.refused(kind, path)[0]:
+            return None, self.refused(kind, path)[1]
         try:
             doc = json.loads(path.read_bytes())
         except FileNotFoundError:
@@ -504,37 +527,6 @@ def open_store(cache_dir: str | Path | None = None) -> Store:
 def entry(kind: str, k: str, cache_dir: str | Path | None = None) -> Path:
     """Shortcut: ``open_store(cache_dir).entry(kind, k)`` (see :meth:`Store.entry`)."""
     return open_store(cache_dir).entry(kind, k)
-
-
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
-          "t": 1000**4, "tb": 1000**4, "ki": 1024, "kib": 1024, "mi": 1024**2, "mib": 1024**2, "gi": 1024**3,
-          "gib": 1024**3, "ti": 1024**4, "tib": 1024**4}
-_AGES = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_size(text: str) -> int:
-    """Bytes of a size like ``5G``, ``500MB``, ``2GiB``, ``1024`` (decimal units, binary
-    with ``i``).
-
-    Raises:
-        ValueError: not a size (the message names the text).
-    """
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"{text!r} is not a size (examples: 5G, 500MB, 2GiB)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-
-
-def parse_age(text: str) -> float:
-    """Seconds of an age like ``30d``, ``12h``, ``2w``, ``90m``, ``45s``.
-
-    Raises:
-        ValueError: not an age (the message names the text).
-    """
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*", text)
-    if not m or m.group(2).lower() not in _AGES:
-        raise ValueError(f"{text!r} is not an age (examples: 30d, 12h, 2w)")
-    return float(m.group(1)) * _AGES[m.group(2).lower()]
 
 
 class ArtifactCache:

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["default_threads", "physical_cores", "thread_env", "ThreadSampler", "ThreadUse", "BUSY_SHARE",
+__all__ = ["default_threads", "requested_threads", "physical_cores", "thread_env", "ThreadSampler", "ThreadUse", "BUSY_SHARE",
            "first_cpus", "THREAD_ENV_VARS"]
 
 #: A thread counts as busy when its CPU time is at least this share of the busiest one's.
@@ -68,6 +68,13 @@ def default_threads() -> int:
     stacks would otherwise each pick their own count (logical CPUs for TVM, IREE, XLA,
     torch), which is not the same comparison."""
     return physical_cores()
+
+
+def requested_threads(threads: int | None) -> int:
+    """The thread count every timing command asks each stack for: ``threads`` as given
+    (``--threads N``; 0 leaves each stack at its own default), None -> :func:`default_threads`.
+    The one rule compare, run, sweep and profile share (issue #28 part 2)."""
+    return default_threads() if threads is None else threads
 
 
 def first_cpus(n: int) -> set[int]:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from compstack.core.errors import ToolError, ToolTimeoutError, UnavailableError, UserError
-from compstack.core.procs import child_kwargs, kill_group
+from compstack.core.procs import kill_escaped, kill_group, popen
 
 __all__ = [
     "ToolSettings",
@@ -272,9 +272,8 @@ def run_tool(
     kept = temps.path if temps is not None and temps.kept else None
     _log_command(args, cwd, kept)
     try:
-        proc = subprocess.Popen(args, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-                                **child_kwargs())
+        proc = popen(args, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
     except OSError as exc:
         raise UnavailableError(f"cannot run {args[0]}: {exc.strerror or exc}") from None
     try:
@@ -287,6 +286,7 @@ def run_tool(
         kill_group(proc)
         proc.wait()
         raise
+    kill_escaped()  # what the tool left running outside its group
     if proc.returncode != 0:
         raise ToolError(args, proc.returncode, err.decode(errors="replace"), kept)
     return subprocess.CompletedProcess(args, proc.returncode, out, err)

@@ -8,7 +8,7 @@ long-lived workers of :class:`compstack.explain.evaluate.Evaluator`:
   ``unavailable`` and errors that say an op or dtype is not implemented are outcomes,
   not findings;
 * **differential oracle**: each output against the float64 reference with the float32
-  noise floor (:func:`compstack.explain.verdict.judge`); ``wrong``, ``nan`` and
+  noise floor (:func:`compstack.analysis.verdict.judge`); ``wrong``, ``nan`` and
   ``shape`` are findings (stage ``compare``);
 * **equivalence oracle**: a semantically equal rewrite (:mod:`compstack.fuzz.rewrite`)
   run on the same target must be judged as well as the original; a rewrite that turns
@@ -73,8 +73,8 @@ class CampaignOptions:
     reduce: bool = True
     explain_budget_s: float = 120.0
     known_dir: Path | None = None
-    rtol: float = 1e-3
-    atol: float = 1e-5
+    rtol: float | None = None
+    atol: float | None = None
     symbolic_shapes: float = 0.2
     executor: str = "local"
     workers: int | None = None
@@ -248,7 +248,7 @@ class _Campaign:
 
     # -- findings
     def found(self, case: Case, ref: Any, target: str, kind: str, stage: str, error: str, rewrite: str = "") -> None:
-        from compstack.fuzz.ub import undefined
+        from compstack.analysis.ub import undefined
 
         pre = signature(target, stage, kind, case.ops, error)
         if pre in self.pre:
@@ -320,7 +320,7 @@ def target_dtypes(target: str) -> frozenset[str]:
 
 
 def evaluate_one(ev: Any, dtypes_of: Callable[[str], frozenset[str]], model: onnx.ModelProto,
-                 feeds: dict[str, np.ndarray], ref: Any, target: str, rtol: float, atol: float,
+                 feeds: dict[str, np.ndarray], ref: Any, target: str, rtol: float | None, atol: float | None,
                  own: dict[str, float] | None = None) -> tuple[str, str, str, Any]:
     """Run ``model`` on ``target`` through the Evaluator ``ev`` and judge every output
     against ``ref`` (``ref.f64``/``ref.f32``: output name -> array) with the noise-floor
@@ -332,8 +332,8 @@ def evaluate_one(ev: Any, dtypes_of: Callable[[str], frozenset[str]], model: onn
         (not run), ``unsupported`` (an error saying a feature is missing) or the
         evaluation's status (``failed``, ``crashed``, ``timeout``...).
     """
+    from compstack.analysis.verdict import judge
     from compstack.explain.evaluate import Run
-    from compstack.explain.verdict import judge
 
     io = {np.asarray(a).dtype.name for a in feeds.values()} | {
         np.asarray(ref.f32[o.name]).dtype.name for o in model.graph.output}
@@ -364,7 +364,7 @@ def evaluate_one(ev: Any, dtypes_of: Callable[[str], frozenset[str]], model: onn
 
 def evaluate_graph(ev: Any, dtypes_of: Callable[[str], frozenset[str]], model: onnx.ModelProto,
                    feeds: dict[str, np.ndarray], ref: Any, rw: tuple[str, onnx.ModelProto] | None,
-                   targets: Sequence[str], rtol: float, atol: float,
+                   targets: Sequence[str], rtol: float | None, atol: float | None,
                    own: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """Every oracle on one generated graph, as plain data (what a Ray actor sends back).
 
@@ -428,6 +428,7 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[str], None] | Non
                 progress(i == opts.max_graphs)
     finally:
         c.close()
+    progress(True)  # the last progress line counts what the summary counts (a budget-ended loop made none)
     secs = time.monotonic() - t0
     gpm = c.graphs / max(secs / 60, 1e-9)
     if store:
@@ -446,12 +447,13 @@ class _Progress:
 
     def __init__(self, c: "_Campaign", store: Any, cid: int, t0: float) -> None:
         self.c, self.store, self.cid, self.t0, self.last = c, store, cid, t0, t0
+        self.said: tuple[int, int] | None = None  # (graphs, findings) of the last line
 
     def __call__(self, force: bool = False) -> None:
         c, now = self.c, time.monotonic()
-        if not force and now - self.last <= 30:
+        if (not force and now - self.last <= 30) or (force and self.said == (c.graphs, len(c.findings))):
             return
-        self.last = now
+        self.last, self.said = now, (c.graphs, len(c.findings))
         gpm = c.graphs / max((now - self.t0) / 60, 1e-9)
         c.say(f"{c.graphs} graphs, {gpm:.1f} graphs/min, {len(c.findings)} unique finding(s)")
         if self.store:

@@ -19,7 +19,7 @@ Each graph:
    ones are offered to later nodes;
 3. is checked: ``onnx.checker.check_model(full_check=True)`` and the reference
    evaluator must run it; unless ``allow_ub``, nodes that trigger undefined behaviour
-   (:func:`compstack.explain.undefined_behaviour`, integer overflow) reject it.
+   (:func:`compstack.analysis.ub.undefined`) reject it.
    A rejected graph is retried with the next sub-seed and counted in ``stats``.
 """
 
@@ -172,7 +172,7 @@ class Generator:
             return self._reject(f"checker: {str(exc).splitlines()[0][:80]}")
         feeds = {t.name: values(b.rng, t.dtype, t.shape, dom) for t, dom in b.inputs}
         feeds = {i.name: feeds[i.name] for i in model.graph.input}
-        from compstack.fuzz.ub import undefined
+        from compstack.analysis.ub import undefined
 
         try:
             from compstack.explain.graph import reference_values

@@ -72,7 +72,7 @@ class FuzzActor:
         rtol, atol: tolerances of the differential verdict.
     """
 
-    def __init__(self, timeout_s: float, rtol: float, atol: float) -> None:
+    def __init__(self, timeout_s: float, rtol: float | None, atol: float | None) -> None:
         from compstack.explain.evaluate import Evaluator
 
         self.ev = Evaluator(timeout_s)

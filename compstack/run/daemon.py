@@ -50,11 +50,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from compstack.core.procs import python_module_argv
+from compstack.core.procs import popen, python_module_argv
+from compstack.run import events
 from compstack.run.executors import EXECUTORS, Executor, Limits, PoolExecutor, ProcessExecutor
 from compstack.run.jobs import Job, JobOutcome
 
-__all__ = ["VOLATILE_PREFIXES", "DaemonExecutor", "daemon_key", "keyed_env", "FRAMEWORK_ENV", "socket_dir", "list_daemons", "stop_daemons", "IDLE_S",
+__all__ = ["VOLATILE_PREFIXES", "DaemonExecutor", "daemon_key", "keyed_env", "FRAMEWORK_ENV", "socket_dir", "list_daemons", "stop_daemons", "install", "IDLE_S",
            "VOLATILE_ENV"]
 
 #: Default idle seconds before a server exits (``COMPSTACK_DAEMON_IDLE_S`` overrides).
@@ -76,6 +77,7 @@ VOLATILE_ENV = frozenset({
     "MAIL", "LOGNAME", "XDG_SESSION_ID", "XDG_VTNR", "COMPSTACK_DAEMON_IDLE_S", "COMPSTACK_EXECUTOR",
     "COMPSTACK_DAEMON_IGNORE_ENV", "DBUS_SESSION_BUS_ADDRESS", "DESKTOP_STARTUP_ID", "SECURITYSESSIONID",
     "EDITOR", "VISUAL", "PAGER", "LESS", "LESSOPEN", "LESSCLOSE", "HISTCONTROL", "HISTFILESIZE",
+    "PYENV_DIR",  # pyenv's shim sets it to the current folder: the interpreter (in the key) is what counts
 })
 #: Prefixes of variables set per terminal, editor or prompt (``PYTEST_*``: per test).
 VOLATILE_PREFIXES = ("PYTEST_", "TERM_", "ITERM_", "KITTY_", "GNOME_TERMINAL_", "KONSOLE_", "VSCODE_", "WT_",
@@ -280,10 +282,10 @@ class DaemonExecutor(Executor):
             log_path = folder / f"{key}.log"
             big = log_path.exists() and log_path.stat().st_size > _LOG_KEEP
             with open(log_path, "wb" if big else "ab") as log:  # the child keeps its own descriptor
-                proc = subprocess.Popen(python_module_argv("compstack.run.daemon_server", "--serve", str(path),
-                                                           "--idle", repr(self.idle_s)),
-                                        stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
-                                        env=keyed_env(), start_new_session=True)  # not tied to this command: it outlives it
+                proc = popen(python_module_argv("compstack.run.daemon_server", "--serve", str(path),
+                                                "--idle", repr(self.idle_s)),
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
+                             env=keyed_env(), detached=True)  # not tied to this command: it outlives it
             deadline = time.monotonic() + self.start_timeout_s
             while time.monotonic() < deadline:
                 if proc.poll() is not None:
@@ -350,6 +352,8 @@ class DaemonExecutor(Executor):
             conn.settimeout(SILENT_S)
             reply = _recv_line(conn, buf)
             while isinstance(reply, dict) and reply.get("alive"):
+                if isinstance(reply.get("stage"), str):  # the job's stage, for a progress display
+                    events.emit(reply["stage"])
                 reply = _recv_line(conn, buf)
         except socket.timeout:
             if not accepted:
@@ -386,28 +390,52 @@ def _sockets() -> Iterator[Path]:
     yield from sorted(folder.glob("*.sock"))
 
 
+def install() -> dict[str, str]:
+    """What a daemon belongs to: ``python`` (the interpreter, ``sys.executable``), ``prefix``
+    (its venv or installation, ``sys.prefix``) and ``compstack`` (the package folder). Two
+    processes with the same three are one *install*; their daemons may still differ in key
+    (environment variables, see :func:`daemon_key`)."""
+    return {"python": sys.executable, "prefix": sys.prefix, "compstack": str(_PKG)}
+
+
 def list_daemons() -> list[dict[str, Any]]:
     """Every server of this user that answers: its ``status`` (``pid``, ``key``,
     ``uptime_s``, ``idle_s``, ``idle_exit_s``, ``jobs``, ``workers`` (``target_ref``,
-    ``threads``, ``pid``, ``rss_mb``, ``busy``)) plus ``current``: whether it serves this
-    process's environment (:func:`daemon_key`)."""
-    here = daemon_key()
+    ``threads``, ``pid``, ``rss_mb``, ``busy``), and :func:`install`'s ``python``, ``prefix``,
+    ``compstack``, absent from a server older than them) plus ``current``: whether it serves
+    this process's environment (:func:`daemon_key`), and ``this_install``: whether it
+    belongs to this install (a server that does not say is not)."""
+    here, mine = daemon_key(), install()
     found = []
     for path in _sockets():
         status = _request(path, {"op": "status"})
         if status is not None:
-            found.append({**status, "current": path.stem == here})
+            found.append({**status, "current": path.stem == here,
+                          "this_install": all(status.get(k) == v for k, v in mine.items())})
     return found
 
 
-def stop_daemons(current_only: bool = False) -> list[dict[str, Any]]:
-    """Stop every server of this user (or only this environment's); returns the status of
-    each one stopped, once its socket is gone (at most 10 s each). A server kills its
-    workers as it leaves."""
+def stop_daemons(current_only: bool = False, scope: str = "all") -> list[dict[str, Any]]:
+    """Stop servers of this user; returns the status of each one stopped, once its socket
+    is gone (at most 10 s each). A server kills its workers as it leaves.
+
+    Args:
+        current_only: only this environment's server (``scope="current"``; kept for callers
+            before ``scope``).
+        scope: ``all`` (every server of this user), ``install`` (those of this install,
+            :func:`install`), ``current`` (this environment's, :func:`daemon_key`).
+
+    Raises:
+        ValueError: an unknown ``scope``.
+    """
+    scope = "current" if current_only else scope
+    if scope not in ("all", "install", "current"):
+        raise ValueError(f"stop_daemons: scope {scope!r} is not all, install or current")
     here = daemon_key()
+    mine = {d["socket"] for d in list_daemons() if d.get("this_install")} if scope == "install" else set()
     stopped = []
     for path in _sockets():
-        if current_only and path.stem != here:
+        if (scope == "current" and path.stem != here) or (scope == "install" and str(path) not in mine):
             continue
         status = _request(path, {"op": "stop"})
         if status is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import os
+import queue
 import signal
 import socket
 import struct
@@ -22,7 +23,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from compstack.run.daemon import HEARTBEAT_S, _recv_line, _send
+from compstack.run import events
+from compstack.run.daemon import HEARTBEAT_S, _recv_line, _send, install
 from compstack.run.executors import Limits, PoolExecutor
 from compstack.run.jobs import Job
 
@@ -52,14 +54,21 @@ class _Server:
             idle_for = 0.0 if self.active else time.monotonic() - self.last
             return {"pid": os.getpid(), "key": self.path.stem, "socket": str(self.path),
                     "uptime_s": round(time.time() - self.started, 1), "idle_s": round(idle_for, 1),
-                    "idle_exit_s": self.idle_s, "jobs": self.jobs, "active": self.active, "workers": workers}
+                    "idle_exit_s": self.idle_s, "jobs": self.jobs, "active": self.active, "workers": workers,
+                    **install()}
 
     def _run(self, conn: socket.socket, msg: dict[str, Any]) -> None:
         job = Job(**msg["job"])
         limits = Limits(**msg.get("limits", {}))
         cancel = threading.Event()
         _send(conn, {"accepted": True})
-        future = self.runner.submit(self.pool.run, job, limits, cancel)
+        stages: queue.SimpleQueue[str] = queue.SimpleQueue()
+
+        def run() -> Any:  # the job's stages (the pool worker's progress) go to this client alone
+            with events.listening(stages.put, thread=True):
+                return self.pool.run(job, limits, cancel)
+
+        future = self.runner.submit(run)
 
         def watch() -> None:  # the client's EOF (it was interrupted or killed) cancels the job
             with contextlib.suppress(OSError):
@@ -68,13 +77,27 @@ class _Server:
             cancel.set()
 
         threading.Thread(target=watch, daemon=True).start()
-        while True:  # a heartbeat while the job runs: the client tells a slow job from a hung server
+        beat = time.monotonic()
+
+        def forward() -> None:  # every stage the job reached, in order
+            nonlocal beat
+            with contextlib.suppress(OSError):
+                while not stages.empty():
+                    _send(conn, {"alive": True, "stage": stages.get()})
+                    beat = time.monotonic()
+
+        while True:  # the job's stages, and a heartbeat: the client tells a slow job from a hung server
             try:
-                outcome = future.result(timeout=HEARTBEAT_S)
+                outcome = future.result(timeout=0.5)
                 break
             except concurrent.futures.TimeoutError:
+                pass
+            forward()
+            if time.monotonic() - beat >= HEARTBEAT_S:
                 with contextlib.suppress(OSError):
                     _send(conn, {"alive": True})
+                beat = time.monotonic()
+        forward()  # the stages of a job that ended within the last half second
         with contextlib.suppress(OSError):
             _send(conn, {"outcome": asdict(outcome)})
 

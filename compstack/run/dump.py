@@ -125,7 +125,7 @@ def dump(source: cir.SourceModel, target: str, folder: Path, *, stages: Sequence
         canonical = model_file(source, mcache)
         job = Job(model_path=str(stack.path), fingerprint=stack.fingerprint, target=target,
                   canonical_path=str(canonical) if canonical != stack.path else "",
-                  target_ref=next(e.ref for e in registry.entries() if e.name == target),
+                  target_ref=registry.ref(target),
                   inputs_path=str(inputs), workdir=str(work / "job"), options=dict(options or {}),
                   cache_dir=str(cache_dir) if cache_dir else None, stages_dir=str(folder), run=False,
                   kind="dump", only_stages=list(stages) if stages else None, passes=passes,

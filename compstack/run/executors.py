@@ -27,6 +27,7 @@ cluster task rebuilds them on its node and runs them on a local executor there
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -37,7 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compstack.core.procs import child_kwargs, kill_group, python_module_argv, run_tempdir, tree_rss_bytes
+from compstack.core.procs import (
+    kill_escaped,
+    kill_group,
+    popen,
+    python_module_argv,
+    run_tempdir,
+    tree_rss_bytes,
+)
+from compstack.run import events
 from compstack.run.jobs import Job, JobOutcome
 
 __all__ = ["Executor", "InlineExecutor", "Limits", "PoolExecutor", "ProcessExecutor", "EXECUTORS", "EXECUTOR_NAMES",
@@ -84,13 +93,35 @@ class Executor:
         self.close()
 
 
-def _prepare(job: Job) -> Path:
-    """Create the job folder, write ``job.json``, drop a stale result and progress."""
+def tuning_limits(job: Job, limits: Limits) -> Limits:
+    """``limits`` with the wall-clock limit grown by the job's tuning budget: a target
+    option named ``tune`` is a budget (``tvm-llvm``'s MetaSchedule, ``tune=5m``), spent
+    inside the compile, so the job gets that much more time (issue #26). A bad value is
+    left for the target's own option check to report.
+    """
+    text = (job.options or {}).get("tune")
+    if not text:
+        return limits
+    from compstack.core.duration import parse_duration
+    from compstack.core.errors import UserError
+
+    try:
+        budget = parse_duration(str(text), "tune")
+    except UserError:
+        return limits
+    return dataclasses.replace(limits, timeout_s=limits.timeout_s + budget)
+
+
+def _prepare(job: Job, limits: Limits | None = None) -> Path:
+    """Create the job folder, write ``job.json`` (with ``limits``' wall-clock limit as
+    ``time_limit_s``), drop a stale result, progress and partial result."""
+    if limits is not None:
+        job.time_limit_s = limits.timeout_s
     workdir = Path(job.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     job_file = workdir / "job.json"
     job.save(job_file)
-    for stale in (job.result_path, job.progress_path):
+    for stale in (job.result_path, job.progress_path, job.partial_path):
         stale.unlink(missing_ok=True)
     return job_file
 
@@ -128,7 +159,20 @@ def _lost(job: Job, status: str, limits: Limits, log: str, peak_mb: float = 0.0,
         error = f"worker died by {sig}{hint} in stage {stage}"
     else:
         error = f"worker exited with status {returncode} without a result in stage {stage}"
-    return JobOutcome(target=job.target, status=status, stage=stage, error=error, log=log)
+    lost = JobOutcome(target=job.target, status=status, stage=stage, error=error, log=log)
+    return _with_partial(job, lost)
+
+
+def _with_partial(job: Job, lost: JobOutcome) -> JobOutcome:
+    """``lost`` with the fields the worker had already measured (``job.partial_path``:
+    times, versions, flags, peak memory) when it wrote them before the phase it was
+    lost in; a row never loses a field it measured (issue #23, part 3)."""
+    try:
+        done = JobOutcome.from_json(json.loads(job.partial_path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return lost
+    done.status, done.stage, done.error, done.log = lost.status, lost.stage, lost.error, lost.log
+    return done
 
 
 def _read_result(job: Job, log: str) -> JobOutcome | None:
@@ -142,6 +186,25 @@ def _read_result(job: Job, log: str) -> JobOutcome | None:
         return JobOutcome(target=job.target, status="crashed", stage=_last_stage(job),
                           error=f"worker left an unreadable result ({type(exc).__name__}) in stage "
                                 f"{_last_stage(job)}", log=log)
+
+
+def _release(job: Job) -> tuple[str, dict[str, str], JobOutcome | None]:
+    """The interpreter of ``job``'s worker and what it adds to the environment
+    (:func:`compstack.run.releases.interpreter`), or the ``unavailable`` outcome of a
+    release that cannot be provisioned here (one line naming it and why)."""
+    import sys
+
+    if "@" not in job.target:
+        return sys.executable, {}, None
+    from compstack.core.envs import EnvError
+    from compstack.core.errors import UserError
+    from compstack.run.releases import interpreter
+
+    try:
+        python, extra = interpreter(job.target, job.cache_dir)
+    except (EnvError, UserError, OSError) as exc:
+        return "", {}, JobOutcome(target=job.target, status="unavailable", stage="import", error=str(exc))
+    return python, extra, None
 
 
 def _worker_env(job: Job) -> dict[str, str]:
@@ -162,6 +225,8 @@ class InlineExecutor(Executor):
     def run(self, job: Job, limits: Limits = Limits()) -> JobOutcome:
         from compstack.run.worker import execute
 
+        if "@" in job.target:  # a release runs in its own env's interpreter, never in this one
+            return ProcessExecutor().run(job, limits)
         Path(job.workdir).mkdir(parents=True, exist_ok=True)
         return execute(job)
 
@@ -179,18 +244,28 @@ class ProcessExecutor(Executor):
         self.poll_s = poll_s
 
     def run(self, job: Job, limits: Limits = Limits()) -> JobOutcome:
-        job_file = _prepare(job)
+        python, extra, failed = _release(job)
+        if failed is not None:
+            return failed
+        limits = tuning_limits(job, limits)
+        job_file = _prepare(job, limits)
         log_path = Path(job.workdir) / "worker.log"
+        argv = python_module_argv("compstack.run.worker", str(job_file))
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(python_module_argv("compstack.run.worker", str(job_file)),
-                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=_worker_env(job), **child_kwargs())
+            proc = popen([python, *argv[1:]], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         env={**_worker_env(job), **extra})
             t0 = time.monotonic()
             killed = ""
             peak = 0
             limit_bytes = limits.memory_mb * 2**20
+            seen, looked = "", 0.0
             try:
                 while proc.poll() is None:
+                    if time.monotonic() - looked >= 1.0:  # the worker's stage, for a progress display
+                        looked, stage = time.monotonic(), _last_stage(job)
+                        if stage != seen:
+                            seen = stage
+                            events.emit(stage)
                     if time.monotonic() - t0 > limits.timeout_s:
                         killed = "timeout"
                     elif limit_bytes:
@@ -205,8 +280,10 @@ class ProcessExecutor(Executor):
             except BaseException:  # Ctrl-C or a bug here: never leave a worker behind
                 kill_group(proc)
                 proc.wait()
+                kill_escaped()
                 raise
             proc.wait()
+        kill_escaped()  # what the job's code started outside the worker's group (setsid, double fork)
         if killed:
             return _lost(job, killed, limits, _log_tail(log_path), peak / 2**20)
         kill_group(proc)  # leftovers of a finished worker (e.g. a compiler it spawned)
@@ -249,9 +326,10 @@ class PoolExecutor(Executor):
     @staticmethod
     def _key(job: Job) -> tuple[Any, ...]:
         # a user's file source is imported into the worker: keep it to its own workers
-        return (job.target_ref, job.threads, tuple(job.op_origins), job.file_source, tuple(sorted(job.env.items())))
+        return (job.target_ref, job.threads, tuple(job.op_origins), job.file_source, tuple(sorted(job.env.items())),
+                job.target.partition("@")[2])  # a release's workers run in its own env
 
-    def _checkout(self, job: Job) -> Any:
+    def _checkout(self, job: Job, python: str = "", extra: dict[str, str] | None = None) -> Any:
         from compstack.run.pool import WorkerProcess
 
         key = self._key(job)
@@ -268,8 +346,8 @@ class PoolExecutor(Executor):
             from compstack.core.threads import thread_env
 
             w = WorkerProcess(spec, self._work / f"worker{n}.log", module="compstack.run.worker",
-                              env={"PYTHONUNBUFFERED": "1", **thread_env(job.threads), **job.env},
-                              args=["--serve", str(spec)])
+                              env={"PYTHONUNBUFFERED": "1", **thread_env(job.threads), **job.env, **(extra or {})},
+                              args=["--serve", str(spec)], python=python or None)
             w.key = key  # type: ignore[attr-defined]
             self._all.append(w)
             return w
@@ -293,8 +371,12 @@ class PoolExecutor(Executor):
     def ready(self, job: Job) -> dict[str, Any]:
         """The ``ready`` message of a worker for ``job``'s target (``versions``,
         ``available``, ``reason``), starting one; ``start_error`` (with the last line of
-        its log) when it died or hung while starting."""
-        w = self._checkout(job)
+        its log) when it died or hung while starting; ``available`` False with the reason
+        for a release that cannot be provisioned."""
+        python, extra, failed = _release(job)
+        if failed is not None:
+            return {"available": False, "versions": {}, "reason": failed.error}
+        w = self._checkout(job, python, extra)
         try:
             if w.proc is None:
                 w.start(self.start_timeout_s)
@@ -308,8 +390,12 @@ class PoolExecutor(Executor):
     def run(self, job: Job, limits: Limits = Limits(), cancel: threading.Event | None = None) -> JobOutcome:
         """As :meth:`Executor.run`; ``cancel``, when set while the job runs, kills its
         worker (the daemon sets it when the job's client goes away)."""
-        job_file = _prepare(job)
-        w = self._checkout(job)
+        python, extra, failed = _release(job)
+        if failed is not None:
+            return failed
+        limits = tuning_limits(job, limits)
+        job_file = _prepare(job, limits)
+        w = self._checkout(job, python, extra)
         try:
             start = w.log_path.stat().st_size if w.log_path.exists() else 0
             reply = w.request(str(job_file), limits.timeout_s, limits.memory_mb, self.start_timeout_s, self.poll_s,

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from compstack.core.errors import CompstackError, ToolError
+from compstack.core.sanitize import file_name
 
 if TYPE_CHECKING:
     from compstack.targets.base import LowerRequest, Target
@@ -74,6 +75,9 @@ class Job:
             stack reads when it is imported): the isolating executors start the worker
             with them (the pool keeps such workers to jobs with the same ``env``); the
             inline executor cannot apply them and ignores them.
+        time_limit_s: the executor's wall-clock limit of the job (``Limits.timeout_s``),
+            set by the isolating executors; the latency phase ends before it (None:
+            no limit, the inline executor).
     """
 
     model_path: str
@@ -98,6 +102,7 @@ class Job:
     threads: int = 0
     params: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    time_limit_s: float | None = None
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
@@ -123,6 +128,21 @@ class Job:
     @property
     def progress_path(self) -> Path:
         return Path(self.workdir) / "progress"
+
+    @property
+    def partial_path(self) -> Path:
+        """What the worker had measured before its last phase (``partial.json``, the
+        :class:`JobOutcome` JSON): a worker killed in that phase keeps those fields."""
+        return Path(self.workdir) / "partial.json"
+
+    def started_at(self) -> float | None:
+        """Wall-clock time (``time.time()``) the worker began this job: the first line of
+        its ``progress`` file (None when there is none, as under the inline executor)."""
+        try:
+            with open(self.progress_path) as f:
+                return float(f.readline().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
 
 
 @dataclass
@@ -435,7 +455,7 @@ def write_stages(lowered: Any, folder: Path, done: list[str], compiled: Any = No
                 continue
             text = owner.as_text(name)
             suffix = lowered.target.stage_suffix.get(name, ".txt")
-            (folder / f"{order.index(name):02d}-{name}{suffix}").write_text(text)
+            (folder / f"{order.index(name):02d}-{file_name(name)}{suffix}").write_text(text)  # a plugin's name
             names.append(name)
     return names
 

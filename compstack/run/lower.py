@@ -24,6 +24,7 @@ from compstack.core import ir as cir
 from compstack.core.config import settings
 from compstack.core.errors import UserError
 from compstack.core.inputs import input_sets, save_npz
+from compstack.core.outdir import claim_dir
 from compstack.core.procs import run_tempdir
 from compstack.ops._registry import origins_for
 from compstack.run.jobs import Job, pack_sets
@@ -31,24 +32,6 @@ from compstack.run.runner import Limits, run_isolated
 from compstack.run.session import model_file, stack_model_file
 
 __all__ = ["lower_to_folder"]
-
-
-def _clear_previous(out: Path) -> None:
-    """Remove what an earlier ``compstack lower`` wrote into ``out`` (its manifest's
-    artifacts, ``stages/`` and the manifest), so two targets' files never mix."""
-    manifest = out / "manifest.json"
-    if not manifest.exists():
-        return
-    try:
-        old = json.loads(manifest.read_text())
-    except (OSError, ValueError):
-        old = {}
-    for rel in old.get("artifacts", []):
-        p = out / rel
-        if p.is_file() and out.resolve() in p.resolve().parents:
-            p.unlink()
-    shutil.rmtree(out / "stages", ignore_errors=True)
-    manifest.unlink(missing_ok=True)
 
 
 def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Mapping[str, str],
@@ -70,9 +53,9 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
     Raises:
         UserError: ``out`` (or the temporary folder) ran out of space or refused a write.
     """
+    claimed = claim_dir(out, "lower")  # removes only what an earlier lower recorded (core.outdir)
     cfg = settings(cache_dir=kw.get("cache_dir"))
     cls = registry.get(target)
-    _clear_previous(out)
     model_inputs = cir.graph_inputs(source.model)
     static = all(i.is_static for i in model_inputs) or source.example_inputs
     sets = input_sets(model_inputs, 1, kw.get("seed", 0), source.example_inputs or None,
@@ -85,7 +68,7 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
         canonical = model_file(source, cfg.cache_dir)
         job = Job(model_path=str(stack.path), fingerprint=stack.fingerprint,
                   canonical_path=str(canonical) if canonical != stack.path else "",
-                  target=target, target_ref=next(e.ref for e in registry.entries() if e.name == target),
+                  target=target, target_ref=registry.ref(target),
                   inputs_path=str(inputs_path), workdir=str(work / "job"), options=dict(options),
                   cache_dir=None, latency=None, artifact_dir=str(out), stages_dir=str(out / "stages"), run=False,
                   source=source.spec, source_framework=source.framework,
@@ -120,7 +103,7 @@ def lower_to_folder(source: cir.SourceModel, target: str, out: Path, options: Ma
         (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
     except OSError as exc:
         raise UserError(f"-o {out}: cannot write manifest.json ({exc.strerror or exc})") from None
-    return manifest
+    return claimed.done(manifest)
 
 
 #: A job's error that says the disk refused a write: no space, file too large, quota,

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from compstack.core.procs import child_kwargs, python_module_argv, run_tempdir, tree_rss_bytes
+from compstack.core.procs import kill_escaped, popen, python_module_argv, run_tempdir, tree_rss_bytes
+from compstack.run import events
 
 __all__ = ["WorkerProcess", "Reply", "run_pool"]
 
@@ -45,11 +46,15 @@ class WorkerProcess:
             line protocol (``ready``, then ``progress``/``result`` per request line).
         env: variables added to the worker's environment (e.g. ``XLA_FLAGS``).
         args: the worker's arguments (default: ``[spec_path]``).
+        python: the interpreter (default: this one); a versioned target's env
+            (:mod:`compstack.run.releases`).
     """
 
     def __init__(self, spec_path: Path, log_path: Path, module: str = "compstack.run.worker",
-                 env: dict[str, str] | None = None, args: list[str] | None = None) -> None:
+                 env: dict[str, str] | None = None, args: list[str] | None = None,
+                 python: str | None = None) -> None:
         self.module = module
+        self.python = python
         self.args = [str(spec_path)] if args is None else list(args)
         self.env = env
         self.spec_path = spec_path
@@ -68,9 +73,10 @@ class WorkerProcess:
         """
         self.eof = False
         with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(python_module_argv(self.module, *self.args),
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                         env={**os.environ, **self.env} if self.env else None, **child_kwargs())
+            argv = python_module_argv(self.module, *self.args)
+            self.proc = popen([self.python or argv[0], *argv[1:]],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                              env={**os.environ, **self.env} if self.env else None)
         self._buf = b""
         msg = self._read(timeout)
         if msg is None or "ready" not in msg:
@@ -175,10 +181,14 @@ class WorkerProcess:
                 continue
             if "progress" in msg:
                 stage = msg["progress"]
+                events.emit(stage)
             elif "result" in msg:
+                kill_escaped()  # what the job started outside the worker's group (setsid, double fork)
                 return Reply("ok", stage, result=msg["result"], stage_seconds=spent,
                              seconds=round(time.perf_counter() - t0, 4))
-        return self._ended(killed, stage, peak, time.perf_counter() - t0, spent)
+        reply = self._ended(killed, stage, peak, time.perf_counter() - t0, spent)
+        kill_escaped()
+        return reply
 
     def _ended(self, killed: str, stage: str, peak: int, seconds: float, spent: dict[str, float]) -> "Reply":
         """The :class:`Reply` of a request without a result: the worker is reaped (it closed

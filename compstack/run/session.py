@@ -2,7 +2,8 @@
 
 :func:`compare` writes the model once (canonical ONNX under the cache folder), makes
 the input sets, runs the reference, then each target in its own worker process
-(:mod:`compstack.run.executors`), compares outputs (:mod:`compstack.analysis.numerics`) and writes each
+(:mod:`compstack.run.executors`), judges outputs (:func:`compstack.run.oracle.judge_row`: the one
+verdict, with the oracle's float32 floor, UB rules and cross-check) and writes each
 result to the database as soon as it is known. A stack that crashes, hangs or runs out
 of memory costs its own row only.
 
@@ -22,7 +23,6 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from compstack import targets as registry
-from compstack.analysis.numerics import compare_outputs
 from compstack.analysis.opstats import op_stats
 from compstack.core import ir as cir
 from compstack.core.config import Settings
@@ -36,8 +36,9 @@ from compstack.ops._registry import origins_for
 from compstack.run.executors import LOST as _LOST
 from compstack.run.executors import Executor, Limits, open_executor
 from compstack.run.jobs import Job, JobOutcome, pack_sets
+from compstack.run.oracle import CheckedOracle, checked_oracle, judge_row
 
-__all__ = ["CompareOptions", "StackModel", "compare", "model_file", "stack_model_file", "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
+__all__ = ["CompareOptions", "StackModel", "compare", "job_fields", "model_file", "stack_model_file", "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
 
 #: Largest model (FLOPs of MatMul/Gemm/Conv) the float64 reference evaluator is used for.
 FLOAT64_MAX_FLOPS = 20e9
@@ -247,7 +248,7 @@ def _needs_common_ir(source: cir.SourceModel, name: str, opts: Mapping[str, str]
 
 
 def _ref_of(name: str) -> str:
-    return next(e.ref for e in registry.entries() if e.name == name)
+    return registry.ref(name)
 
 
 def compare(
@@ -312,25 +313,20 @@ def compare(
     db.run_status(report, "running")
     status = "failed"
     try:
-        inputs_path = work / "inputs.npz"
-        save_npz(inputs_path, pack_sets(sets))
-        from compstack.core.threads import default_threads
+        save_npz(inputs_path := work / "inputs.npz", pack_sets(sets))
+        common = job_fields(stack, canonical, inputs_path, settings, options, source)
 
-        common: dict[str, Any] = dict(model_path=str(stack.path), fingerprint=stack.fingerprint, inputs_path=str(inputs_path),
-                      canonical_path=str(canonical) if canonical != stack.path else "",
-                      cache_dir=str(settings.cache_dir) if options.cache else None, source=source.spec,
-                      source_framework=source.framework, op_origins=origins_for(source.model),
-                      threads=default_threads() if options.threads is None else options.threads)
-
-        def run(name: str, opts: Mapping[str, str], latency: bool) -> JobOutcome:
-            job = Job(target=name, target_ref=_ref_of(name), workdir=str(work / name), options=dict(opts),
-                      latency=vars(options.latency) if latency and options.latency else None, **common)
+        def run(name: str, opts: Mapping[str, str], latency: bool, **over: Any) -> JobOutcome:
+            job = Job(**{**common, "target": name, "target_ref": _ref_of(name), "workdir": str(work / name),
+                         "options": dict(opts), "latency": vars(options.latency) if latency and options.latency else None,
+                         **over})
             outcome = executor.run(job, options.limits)
             _keep_numerics_of_latency_fault(outcome)
             outcome.extra["outputs"] = _load_outputs(job) if outcome.status == "ok" else None
             return outcome
 
         ref_outputs, ref_note = _run_reference(run, ref_name, ref_opts, report, on_start)
+        oracle = checked_oracle(report, ref_outputs, run, stack.path, sets[0], work, _store_model)
         if ref_outputs is not None:
             key = report.reference["target"] + ("@x64" if source.import_error else "")  # not the xla-cpu row's key
             saved.update({f"{key}::{k}": v for k, v in ref_outputs.items()})
@@ -341,13 +337,12 @@ def compare(
             result = _needs_common_ir(source, name, opts)
             if result is None:
                 outcome = run(name, opts, latency=True)
-                result = _to_result(outcome, ref_outputs, expected, options, ref_note)
+                result = _to_result(outcome, ref_outputs, expected, options, ref_note,
+                                    (executor, _eager_job(name, opts, work, common)), oracle)
                 if result.flags.get("path") != "native":  # a native path compiles the program, not a model form
                     result.flags = {**stack.flags(), **result.flags}  # a translated path may say it ran the canonical
                     _hint_opset(result, stack)
-                outs = outcome.extra.get("outputs")
-                if outs:
-                    saved.update({f"{name}::{k}": v for k, v in outs.items()})
+                saved.update({f"{name}::{k}": v for k, v in (outcome.extra.get("outputs") or {}).items()})
             report.results.append(result)
             db.add(report, result)
             if on_result:
@@ -366,6 +361,20 @@ def compare(
         save_npz(save_outputs, saved)
     report.arrays = saved
     return report
+
+
+def job_fields(stack: StackModel, canonical: Path, inputs_path: Path, settings: Settings, options: CompareOptions,
+               source: cir.SourceModel) -> dict[str, Any]:
+    """The :class:`~compstack.run.jobs.Job` fields every target's job of one model shares,
+    for ``compare`` and ``sweep`` alike (one code path: the same model files, cache and
+    ``threads``, :func:`compstack.core.threads.requested_threads`)."""
+    from compstack.core.threads import requested_threads
+
+    return dict(model_path=str(stack.path), fingerprint=stack.fingerprint, inputs_path=str(inputs_path),
+                canonical_path=str(canonical) if canonical != stack.path else "",
+                cache_dir=str(settings.cache_dir) if options.cache else None, source=source.spec,
+                source_framework=source.framework, op_origins=origins_for(source.model),
+                threads=requested_threads(options.threads))
 
 
 def _make_input_sets(source: cir.SourceModel, options: CompareOptions) -> tuple[list[dict[str, np.ndarray]], str]:
@@ -437,8 +446,30 @@ def _run_reference(run: Callable[..., JobOutcome], name: str, opts: Mapping[str,
     return None, note
 
 
+def _eager_job(name: str, opts: Mapping[str, str], work: Path, common: Mapping[str, Any]) -> Job:
+    """The ``evaluate`` job (mode ``eager``) that runs a translated path's program eagerly,
+    for the fault of its mismatch (:func:`compstack.run.faults.eager_check`)."""
+    return Job(target=name, target_ref=_ref_of(name), workdir=str(work / f"{name}.eager"), options=dict(opts),
+               kind="evaluate", params={"mode": "eager", "request": "run"}, **common)
+
+
 def _to_result(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expected: Mapping[str, Any],
-               options: CompareOptions, ref_note: str) -> Result:
+               options: CompareOptions, ref_note: str, eager: tuple[Executor, Job] | None = None, oracle: CheckedOracle | None = None) -> Result:
+    """The row of ``outcome``: numerics against ``ref``, notes, peak memory and fault
+    (:func:`compstack.run.faults.finish_row`; ``eager`` is the executor and the eager
+    ``evaluate`` job of a translated path, run only for its mismatch)."""
+    from compstack.run.faults import eager_check, finish_row
+
+    check = None if eager is None else (
+        lambda: eager_check(eager[0], eager[1], options.limits, ref, expected, options.rtol, options.atol,
+                            oracle))
+    return finish_row(_numerics_row(outcome, ref, expected, options, ref_note, oracle), outcome, check)
+
+
+def _numerics_row(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expected: Mapping[str, Any],
+                  options: CompareOptions, ref_note: str, oracle: CheckedOracle | None = None) -> Result:
+    from compstack.run.rownotes import latency_notes
+
     compile_s = None
     if outcome.compile_s is not None:
         compile_s = (outcome.lower_s or 0.0) + outcome.compile_s
@@ -451,20 +482,7 @@ def _to_result(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expect
     if latency_error:
         result.latency_error = latency_error
         result.notes.append(f"latency failed (outputs were compared): {latency_error}")
-    lat = outcome.latency
-    if lat and lat.get("noisy"):
-        result.notes.append(f"latency CV {lat['cv']:.1%} > 2.5 %: noisy measurement (std/mean; p10-p90 shows "
-                            "the spread without outliers)")
-    if lat and lat.get("unstable"):
-        result.notes.append(f"latency IQR/median {lat['iqr_rel']:.1%} > 5 %: unstable measurement (robust spread; "
-                            "not one outlier)")
-    if lat and lat.get("busy"):
-        result.notes.append(f"machine busy: load average {lat['load_before']:.2f} before / "
-                            f"{lat['load_after']:.2f} after the timed loop on {lat['cpus']} CPUs; "
-                            "latency includes waiting for a CPU")
-    if lat and options.latency and lat.get("runs", 0) < options.latency.min_runs:
-        result.notes.append(f"latency from {lat['runs']} runs only: the {options.latency.max_time_s:g} s cap "
-                            f"came before --min-runs {options.latency.min_runs}")
+    result.notes.extend(latency_notes(outcome.latency, outcome.flags.get("threads"), options.latency))
     if outcome.status != "ok":
         return result
     actual = outcome.extra.get("outputs") or {}
@@ -472,11 +490,6 @@ def _to_result(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expect
         result.status, result.stage = "failed", "compare"
         result.error = f"no reference outputs ({ref_note})"
         return result
-    comps = compare_outputs(actual, ref, expected, options.rtol, options.atol)
-    result.outputs = [c.to_dict() for c in comps]
-    bad = [c for c in comps if not c.ok]
-    if bad:
-        result.status, result.stage = "mismatch", "compare"
-        result.error = "; ".join(f"{c.name}: {c.reason} (max abs err {c.max_abs_err:.3g})" for c in bad[:3])
+    judge_row(result, actual, ref, expected, options.rtol, options.atol, oracle)
     return result
 

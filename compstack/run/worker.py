@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from compstack.core.errors import CompstackError, ToolTimeoutError, UnavailableError, UnsupportedError, UserError
+from compstack.core.procs import kill_escaped
 from compstack.run.jobs import (
     Job,
     JobOutcome,
@@ -102,6 +103,10 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> JobOutco
         outcome.versions = dict(avail.versions)
         if not avail.ok:
             raise UnavailableError(avail.reason)
+        if "@" in job.target:  # a release's worker: its env's stack, checked here
+            from compstack.run.releases import check_version
+
+            check_version(job.target, outcome.versions)
         outcome.extra["runs_here"] = avail.runs
         if not avail.runs:
             outcome.extra["run_reason"] = avail.run_reason
@@ -196,6 +201,7 @@ def run_job_file(path: Path, pipe: Any = None) -> Path:
         return write_result(job, outcome)
     finally:
         _CURRENT.pop()
+        kill_escaped()  # a subreaper's adopted escapees (setsid, double fork): they end with the job
 
 
 def _serve(spec_path: Path) -> None:

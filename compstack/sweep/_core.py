@@ -30,7 +30,6 @@ from compstack.core.errors import UserError
 from compstack.core.inputs import save_npz
 from compstack.core.procs import run_tempdir
 from compstack.core.results import Report, Result, ResultsDB
-from compstack.ops._registry import origins_for
 from compstack.run import session as S
 from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.run.runner import Limits
@@ -39,7 +38,7 @@ __all__ = ["DETERMINISTIC", "Executor", "JobKey", "Sweep", "SweepOptions", "run_
 
 #: Statuses ``--resume`` keeps: the same job would end the same way. ``crashed``,
 #: ``timeout`` and ``oom`` are run again.
-DETERMINISTIC = ("ok", "mismatch", "unsupported", "failed", "unavailable")
+DETERMINISTIC = ("ok", "mismatch", "unsupported", "failed", "unavailable", "reference-suspect", "undefined")
 
 #: (model index, target name; ``""`` for the model's reference).
 JobKey = tuple[int, str]
@@ -155,6 +154,7 @@ class _Runner:
             source = resolve_model(spec, cache_dir=self.cfg.cache_dir, partial=True)
         except UserError as exc:
             report.model["import_error"] = str(exc)
+            report.model["import_stage"] = getattr(exc, "stage", "import")  # torch.export, onnx-export, build
             return m
         m.source = source
         sets, origin = S._make_input_sets(source, self.copts)
@@ -173,10 +173,7 @@ class _Runner:
         m.expected = {str(v.name): v.dtype.numpy() for v in source.model.graph.outputs if v.dtype is not None}
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
-        m.common = dict(model_path=str(m.stack.path), fingerprint=m.stack.fingerprint, inputs_path=str(inputs_path),
-                        canonical_path=str(canonical) if canonical != m.stack.path else "",
-                        cache_dir=str(self.cfg.cache_dir) if self.copts.cache else None, source=source.spec,
-                        source_framework=source.framework, op_origins=origins_for(source.model))
+        m.common = S.job_fields(m.stack, canonical, inputs_path, self.cfg, self.copts, source)
         return m
 
     def job(self, m: _Model, name: str, opts: Mapping[str, str], latency: bool, tag: str = "") -> Job:
@@ -190,7 +187,12 @@ class _Runner:
             from compstack import targets as registry
 
             try:
-                self._versions[name] = json.dumps(dict(registry.get(name).availability().versions))
+                if "@" in name:  # a release: the versions its env reported when it was built
+                    from compstack.run.releases import env_versions
+
+                    self._versions[name] = json.dumps(env_versions(name))
+                else:
+                    self._versions[name] = json.dumps(dict(registry.get(name).availability().versions))
             except Exception:  # noqa: BLE001 - a target that does not load here runs (and says why)
                 self._versions[name] = "?"
         return self._versions[name]
@@ -283,6 +285,10 @@ class _Runner:
             lat = outcome.latency or {}
             if lat.get("noisy"):
                 result.notes.append(f"latency CV {lat['cv']:.1%} > 2.5 %: noisy measurement")
+            from compstack.core.latency import oversubscription_note
+
+            if oversubscription_note(lat, outcome.flags.get("threads")):
+                result.notes.append(oversubscription_note(lat, outcome.flags.get("threads")))
         else:
             why = outcome.extra.get("latency_error") or f"{outcome.status} in {outcome.stage}: {outcome.error}"
             result.latency_error = why
@@ -312,7 +318,9 @@ def _row_to_result(d: Mapping[str, Any]) -> Result:
                   versions=json.loads(d.get("versions_json") or "{}"),
                   flags=json.loads(d.get("flags_json") or "{}"), cached=bool(d.get("cached")),
                   notes=[f"resumed: row {d['id']} of run {d['run_id']} (not run again)"],
-                  latency_error=(lat.get("error", "") if lat else ""))
+                  latency_error=(lat.get("error", "") if lat else ""), fault=d.get("fault") or "",
+                  fault_reason=d.get("fault_reason") or "", peak_rss_compile_mb=d.get("peak_rss_compile_mb"),
+                  peak_rss_run_mb=d.get("peak_rss_run_mb"))
 
 
 def run_sweep(options: SweepOptions, settings: Settings, executor: Executor, progress: Any = None) -> Sweep:
@@ -341,9 +349,10 @@ def run_sweep(options: SweepOptions, settings: Settings, executor: Executor, pro
         lat_jobs = [(key, job) for key, (_, job) in r.pending_latency.items()]
         if progress is not None and lat_jobs:
             progress.more(len(lat_jobs), "latency")
-        t2 = time.monotonic()
-        executor.run(lat_jobs, options.compare.limits, True, r.on_start, r.on_latency)
-        sweep.phases["latency_s"] = time.monotonic() - t2
+        if options.compare.latency is not None:  # --no-latency: there is no second phase
+            t2 = time.monotonic()
+            executor.run(lat_jobs, options.compare.limits, True, r.on_start, r.on_latency)
+            sweep.phases["latency_s"] = time.monotonic() - t2
     except KeyboardInterrupt:
         sweep.status = "interrupted"
         raise
@@ -384,7 +393,8 @@ def _plan(r: _Runner, options: SweepOptions) -> list[tuple[JobKey, Job]]:
         for name in options.compare.targets:
             opts = options.compare.target_options.get(name, {})
             if m.source is None:
-                r.record(m, Result(target=name, status="failed", stage="import", error=m.report.model["import_error"]))
+                r.record(m, Result(target=name, status="failed", stage=m.report.model.get("import_stage", "import"),
+                                   error=m.report.model["import_error"]))
                 continue
             earlier = r.earlier(m, name, opts)
             if earlier is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -11,7 +12,12 @@ _BAD = ("mismatch", "failed", "crashed", "timeout", "oom")
 
 
 class SweepProgress:
-    """A progress bar (only on a terminal) and one line per finished row (unless quiet)."""
+    """A progress bar on a terminal; otherwise (a pipe, a log, ``--json``) one line per
+    job started and a ``N/M done`` line every :attr:`HEARTBEAT_S` seconds, so a sweep is
+    never silent for 30 s; and one line per finished row (unless quiet)."""
+
+    #: Seconds between the ``N/M done`` lines when there is no bar.
+    HEARTBEAT_S = 25.0
 
     def __init__(self, enabled: bool = True) -> None:
         from rich.console import Console
@@ -33,16 +39,29 @@ class SweepProgress:
         self.task: Any = None
         self.total = self.done_n = self.running = self.failed = 0
         self.t0 = time.monotonic()
+        self.lines = enabled and not self.live
+        self._stop = threading.Event()
 
     def __enter__(self) -> SweepProgress:
         if self.bar is not None:
             self.bar.__enter__()
             self.task = self.bar.add_task("preparing", total=None, running=0, failed=0, eta="-")
+        if self.lines:
+            threading.Thread(target=self._heartbeat, name="compstack-sweep-progress", daemon=True).start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
         if self.bar is not None:
             self.bar.__exit__(*exc)
+
+    def _line(self, text: str) -> None:
+        if self.lines:
+            self.console.print(f"[{time.monotonic() - self.t0:7.1f} s] {text}", highlight=False, markup=False)
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.HEARTBEAT_S):
+            self._line(f"{self.done_n}/{self.total} done, {self.running} running, {self.failed} failed")
 
     def _update(self) -> None:
         if self.bar is None:
@@ -71,6 +90,10 @@ class SweepProgress:
     def started(self, key: Any) -> None:
         self.running += 1
         self._update()
+        if isinstance(key, tuple) and len(key) == 2:  # (model index, target; "" for the float64 reference)
+            self._line(f"start {key[1] or 'reference'} on model {key[0] + 1}")
+        else:
+            self._line(f"start {key}")
 
     def finished(self, key: Any, status: str) -> None:
         self.running = max(0, self.running - 1)

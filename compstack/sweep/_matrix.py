@@ -65,10 +65,15 @@ def summarize(sweep: Any) -> dict[str, Any]:
     rows = {k: {"status": r.status, "stage": r.stage, "latency_ms": r.latency_ms, "error": r.error}
             for k, r in sweep.rows.items()}
     out = summary_from_rows(specs, sweep.targets, sweep.baseline, rows)
+    refs = sum(1 for k in sweep.job_times if k.split("|")[1:2] == ["reference"])
+    if "latency_s" in sweep.phases:
+        scheduling = ("two phases: every job compiled and run with latency off, as many at a time as the "
+                      "executor has slots; then latency measured one job at a time per node")
+    else:
+        scheduling = "one phase (--no-latency): every job compiled and run, as many at a time as the executor has slots"
     out.update(sweep_id=sweep.sweep_id, status=sweep.status, executor=sweep.executor, wall_s=sweep.wall_s,
-               phases=sweep.phases, jobs_run=sweep.jobs_run, resumed=sweep.resumed,
-               scheduling=("two phases: every job compiled and run with latency off, as many at a time as the "
-                           "executor has slots; then latency measured one job at a time per node"),
+               phases=sweep.phases, jobs_run=sweep.jobs_run, reference_jobs=refs, resumed=sweep.resumed,
+               scheduling=scheduling,
                warnings=sweep.warnings)
     return out
 
@@ -109,7 +114,9 @@ def print_summary(summary: Mapping[str, Any], console: Any = None) -> None:
         console.print(f"  {t:<16} {status}" + (f"  [dim]({stage})[/]" if stage else ""), highlight=False)
     if summary.get("wall_s") is not None and "executor" in summary:
         ex = summary["executor"]
-        console.print(f"  {summary.get('jobs_run', 0)} jobs run, {summary.get('resumed', 0)} resumed, "
+        refs = summary.get("reference_jobs")
+        of = f" ({refs} of them the models' float64 reference)" if refs else ""
+        console.print(f"  {summary.get('jobs_run', 0)} jobs run{of}, {summary.get('resumed', 0)} resumed, "
                       f"{summary['wall_s']:.1f} s on {ex.get('name', '?')} ({ex.get('slots', '?')} slots); "
                       f"{summary.get('scheduling', '')}", highlight=False)
 
@@ -137,6 +144,7 @@ def summary_of_db(db: Any, sweep_id: str | None = None) -> dict[str, Any]:
     stored = json.loads(entry.get("summary_json") or "{}")
     models = json.loads(entry.get("models_json") or "[]")
     out = summary_from_rows(models, json.loads(entry["targets_json"]), entry["baseline"], rows)
-    out.update({k: stored[k] for k in ("executor", "wall_s", "jobs_run", "resumed", "scheduling") if k in stored})
+    out.update({k: stored[k] for k in ("executor", "wall_s", "jobs_run", "reference_jobs", "resumed", "scheduling")
+                if k in stored})
     out.update(sweep_id=entry["sweep_id"], status=entry["status"])
     return out

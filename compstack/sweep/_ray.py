@@ -25,8 +25,13 @@
   time per node (node affinity).
 * **Hygiene.** ``ray.init`` gets ``_temp_dir`` under the system temp folder (not
   ``/tmp/ray``), ``include_dashboard=False``, ``log_to_driver=False``; usage stats are
-  off (``RAY_USAGE_STATS_ENABLED=0``) and a local cluster runs without token auth (no
-  ``~/.ray/auth_token``). The driver's current folder is not put on the Ray workers'
+  off (``RAY_USAGE_STATS_ENABLED=0``).
+* **A local cluster is the user's only** (issue #27, class 0). It listens on 127.0.0.1
+  only (:func:`_loopback_only`) and requires Ray's token authentication with a fresh
+  token in the 0700 session folder, mode 0600 (:func:`_local_auth`; never
+  ``~/.ray/auth_token``), so another local user can neither reach it from another host
+  nor call its GCS, raylet or workers from this one. An external cluster
+  (``--ray-address``) is the user's choice: compstack trusts whoever can submit to it. The driver's current folder is not put on the Ray workers'
   ``sys.path`` (``ray.init`` runs from the temp folder).
 """
 
@@ -57,6 +62,59 @@ START_GRACE_S = 60.0
 CONNECT_TIMEOUT_S = 10.0
 #: Seconds a TCP connection to ``--ray-address`` may take before it is called unreachable.
 PROBE_TIMEOUT_S = 3.0
+#: The only address a local cluster's GCS, raylet and workers listen on.
+LOCAL_HOST = "127.0.0.1"
+_AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+def _local_auth(folder: Path) -> dict[str, str | None]:
+    """Token authentication for a local cluster (issue #27, class 0): a fresh random token
+    in ``folder/auth_token`` (mode 0600, in the 0700 session folder), named to Ray by
+    ``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN_PATH`` (Ray's token-auth settings; its
+    processes inherit them); never ``~/.ray/auth_token``. Returns the previous values of
+    those variables, which :meth:`RayExecutor.close` restores."""
+    import secrets
+
+    path = folder / "auth_token"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    saved = {k: os.environ.get(k) for k in _AUTH_VARS}
+    os.environ.pop("RAY_AUTH_TOKEN", None)  # a token in the environment would win over the file
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(path))
+    _refresh_auth()
+    return saved
+
+
+def _refresh_auth() -> None:
+    """Make this process's Ray core read the token settings again (its config and token
+    are cached at import; Ray's own ``_enable_token_auth`` does the same)."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]  # Ray 2.60 has them; its stubs do not
+    except ImportError:  # a Ray without token authentication: the cluster refuses to start
+        return
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+@contextlib.contextmanager
+def _loopback_only(ray: Any) -> Iterator[None]:
+    """While a local cluster starts: its node address is the loopback one, so its GCS,
+    raylet, object manager and workers listen on 127.0.0.1 only (issue #27, class 0).
+
+    ``ray.init(_node_ip_address="127.0.0.1")`` is not enough: Ray turns a loopback
+    address into the machine's reachable one (``services.resolve_ip_for_localhost``)
+    unless multi-node clusters are off (``ray_constants.ENABLE_RAY_CLUSTER``, Ray's switch
+    for single-node macOS/Windows clusters, env ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``),
+    which this switches off for the start only.
+    """
+    constants = ray._private.ray_constants
+    saved = constants.ENABLE_RAY_CLUSTER
+    constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        constants.ENABLE_RAY_CLUSTER = saved
 
 
 def _import_ray() -> Any:
@@ -185,7 +243,11 @@ class RayExecutor:
         self.hosts: dict[str, int] = {}
         self.round_trips: list[float] = []
         self._memory = 0
-        self._init(num_cpus, temp_root)
+        try:
+            self._init(num_cpus, temp_root)
+        except BaseException:  # a cluster that did not start: its token, folder and settings go
+            self.close()
+            raise
         self._remote = self.ray.remote(max_calls=1)(ray_job_task)
 
     def _init(self, num_cpus: int | None, temp_root: Path | None) -> None:
@@ -195,9 +257,10 @@ class RayExecutor:
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                   "ignore_reinit_error": True, "configure_logging": False}
         if self.address is None:
-            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
             self.temp_dir = Path(tempfile.mkdtemp(prefix="compstack-ray-", dir=temp_root))
-            kwargs.update(_temp_dir=str(self.temp_dir), num_cpus=num_cpus or os.cpu_count() or 1)
+            self._env = _local_auth(self.temp_dir)
+            kwargs.update(_temp_dir=str(self.temp_dir), num_cpus=num_cpus or os.cpu_count() or 1,
+                          _node_ip_address=LOCAL_HOST)
         else:
             kwargs["address"] = self.address
             _probe(self.address)
@@ -214,7 +277,8 @@ class RayExecutor:
         try:
             if self.address is None:
                 # in this thread: Ray ties its GCS and raylet to the starting thread (PR_SET_PDEATHSIG)
-                connect()
+                with _loopback_only(ray):
+                    connect()
                 t = None
             else:  # joining starts no process: a thread bounds the wait on an unreachable address
                 t = threading.Thread(target=connect, daemon=True)
@@ -355,6 +419,13 @@ class RayExecutor:
 
         if self.ray.is_initialized():
             self.ray.shutdown()
+        for k, v in getattr(self, "_env", {}).items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if getattr(self, "_env", None):
+            _refresh_auth()
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
         root = Path(tempfile.gettempdir()) / f"compstack-ray-{self.sweep_id}"

@@ -17,6 +17,7 @@ every run starts the framework's process).
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections import OrderedDict
 from pathlib import Path
@@ -105,6 +106,10 @@ def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None]
     stack's exception propagates to
     :func:`compstack.run.worker.execute`, which makes it the outcome; the outputs of
     input set 0 go to ``job.outputs_path`` (``.npz``, :func:`compstack.core.inputs.encode_arrays`)."""
+    from compstack.core import peakmem
+
+    peakmem.reset_hwm()  # a pool worker's earlier jobs are not this row's peak
+    kids = peakmem.children_peak_mb()
     reuse = _reuse_key(job, type(target), target.options, outcome.versions)
     compiled = _reused(reuse, outcome)
     inputs = _load_sets(job.inputs_path)
@@ -112,6 +117,9 @@ def run(job: Job, target: Any, outcome: JobOutcome, stage: Callable[[str], None]
     if compiled is None:
         compiled = _compile(job, target, model, outcome, stage)
         _keep(reuse, compiled, outcome)
+    child = peakmem.children_peak_mb()
+    outcome.extra["peak_rss_compile_mb"] = round(max(peakmem.hwm_mb(), child if child > kids else 0.0), 1)
+    _write_partial(job, outcome)  # a worker lost from here on keeps compile_s and this peak
     if job.artifact_dir:
         outcome.artifacts = [str(p) for p in compiled.save(Path(job.artifact_dir))]
     if getattr(compiled, "run_command", None):
@@ -156,15 +164,21 @@ def _compile(job: Job, target: Any, model: Any, outcome: JobOutcome, stage: Call
 def _run_and_time(job: Job, target: Any, compiled: Any, inputs: list[dict[str, np.ndarray]], outcome: JobOutcome,
                   stage: Callable[[str], None], avail: Any) -> None:
     """Run input set 0 (outputs to ``job.outputs_path``), then the latency protocol."""
+    from compstack.core import peakmem
     from compstack.core.latency import LatencyConfig, measure
 
     stage("run")
     if not avail.runs:
         raise UnavailableError(f"compiled; cannot run here: {avail.run_reason}")
+    resets = peakmem.reset_hwm()
+    t0 = time.perf_counter()
     outputs = compiled.run(inputs[0])
+    first_run_s = time.perf_counter() - t0
     from compstack.core.inputs import encode_arrays
 
     np.savez(job.outputs_path, **encode_arrays(outputs))  # type: ignore[arg-type]  # numpy stubs: ** may bind allow_pickle
+    _run_peak(outcome, resets)
+    _write_partial(job, outcome)
     if job.latency is not None and not getattr(target, "measures_latency", True):
         outcome.extra.setdefault("notes", []).append(
             "no latency: each run starts the framework's own process (seconds of import, not the model's time)")
@@ -172,13 +186,52 @@ def _run_and_time(job: Job, target: Any, compiled: Any, inputs: list[dict[str, n
         stage("latency")
         try:
             calls = [compiled.prepare(s) for s in inputs]
-            outcome.latency = measure(calls, LatencyConfig(**job.latency)).to_dict()
+            outcome.latency = measure(calls, LatencyConfig(**job.latency), _deadline(job), first_run_s).to_dict()
             record_thread_use(outcome, outcome.latency)
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001 - the stack failed while timing: the outputs above still count
             outcome.extra["latency_error"] = _first_line(exc)
             outcome.log = traceback.format_exc()
+        _run_peak(outcome, resets)
+
+
+#: Seconds (at least) of the job's limit kept free after the latency phase, for writing
+#: the result; also at least :data:`DEADLINE_MARGIN_SHARE` of the limit, at most a quarter of it.
+DEADLINE_MARGIN_S = 10.0
+DEADLINE_MARGIN_SHARE = 0.05
+
+
+def _deadline(job: Job) -> float | None:
+    """``time.monotonic()`` value the latency phase must end by: the job's start (its
+    progress file) plus ``job.time_limit_s``, less a margin; None without a limit."""
+    if not job.time_limit_s:
+        return None
+    started = job.started_at() or time.time()
+    # never more than a quarter of a short limit (a 10 s --timeout keeps 7.5 s to measure)
+    margin = min(max(DEADLINE_MARGIN_S, DEADLINE_MARGIN_SHARE * job.time_limit_s), job.time_limit_s / 4)
+    return time.monotonic() + (started + job.time_limit_s - margin - time.time())
+
+
+def _run_peak(outcome: JobOutcome, resets: bool) -> None:
+    """The run phase's peak RSS (MiB) since the reset before it; None where the mark
+    could not be reset (it would include the compile)."""
+    from compstack.core import peakmem
+
+    outcome.extra["peak_rss_run_mb"] = round(peakmem.hwm_mb(), 1) if resets else None
+
+
+def _write_partial(job: Job, outcome: JobOutcome) -> None:
+    """What is measured so far, for the executor to keep should the worker be lost in
+    the latency phase (:attr:`Job.partial_path`); a folder that cannot be written
+    loses only that safeguard."""
+    from compstack.core.integrity import atomic_write
+    from compstack.run.jobs import outcome_to_json
+
+    try:
+        atomic_write(job.partial_path, outcome_to_json(outcome))
+    except OSError:
+        pass
 
 
 def _record_tuning(outcome: JobOutcome, compiled: Any) -> None:
@@ -231,6 +284,7 @@ def _to_cache(cache: Any, target: Any, key: str, compiled: Any, job: Job, outcom
         files = compiled.save(staging)
         cache.publish(staging, target.name, key, files,
                       {"target": target.name, "fingerprint": job.fingerprint, "compile_s": compiled.compile_s,
+                       "lower_s": outcome.lower_s,  # a cached row's compile time is lower + compile, as the first
                        "flags": target.flags(),
                        "tuning": {**getattr(compiled, "tuning", {}), "tune_s": compiled.tune_s}
                        if getattr(compiled, "tuning", None) else None})

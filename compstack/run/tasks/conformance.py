@@ -16,8 +16,10 @@ input/output the target does not take, or an op the stack reports unsupported.
 
 Comparison rule (the ONNX backend test runner's ``assert_similar_outputs``): same
 number of outputs, same shapes, same dtypes; strings equal; integers and bools exact;
-floats ``numpy.testing.assert_allclose(rtol, atol)`` with NaN equal to NaN, the case's
-tolerances (rtol 1e-3, atol 1e-7 by default); bfloat16 compared in float32 with
+floats ``|a - b| <= atol + rtol * |b|`` (``assert_allclose``'s rule) with NaN equal to NaN
+and Inf of the same sign, the case's tolerances (rtol 1e-3, atol 1e-7 by default),
+decided by the one verdict, :func:`compstack.analysis.verdict.judge` (no float32 floor:
+the case's expected outputs are the oracle); bfloat16 compared in float32 with
 ``rtol >= 2**-6`` as the runner does.
 """
 
@@ -30,6 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from compstack.analysis.verdict import AGREEING, judge
 from compstack.frontends.node_cases import Case
 from compstack.run.jobs import Job, JobOutcome, _first_line
 
@@ -130,9 +133,7 @@ def compare_case(expected: list[Any], got: list[Any], rtol: float, atol: float) 
             a, b = out.astype(np.float32), ref.astype(np.float32)
             if ref.dtype.name == "bfloat16":
                 r = max(rtol, 2**-6)  # two bfloat16 ULPs, as the ONNX runner does
-        try:
-            np.testing.assert_allclose(a, b, rtol=r, atol=atol, equal_nan=True)
-        except AssertionError:
+        if judge(a, b, None, rtol=r, atol=atol).kind not in AGREEING:  # the one verdict, the case's tolerance
             with np.errstate(all="ignore"):
                 err = np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64))) if a.size else 0.0
             return f"output {i}: not close (rtol={r:g}, atol={atol:g}; max abs err {err:.3g})"

@@ -19,7 +19,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from compstack.core import _lazy
 from compstack.core.version import __version__
+
+# onnx_ir imports sympy at the top and rarely needs it: 0.55 s of every process (core/_lazy.py)
+_lazy.defer("sympy")
+_lazy.defer("onnx_ir._symbolic_shapes")
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load lazily
     from compstack import targets

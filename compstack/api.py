@@ -22,11 +22,12 @@ from typing import Any
 
 from compstack.core.config import settings as _settings
 from compstack.core.errors import UserError
-from compstack.core.ir import SourceModel
+from compstack.core.ir import SourceModel, onnx  # onnx: loaded by core.ir anyway
 from compstack.core.latency import LatencyConfig
 from compstack.core.results import Report, Result, ResultsDB
 from compstack.fusion.run import KernelsOptions, TargetKernels
 from compstack.run.dump import DumpResult
+from compstack.run.releases import provision_single
 from compstack.run.runner import Limits
 from compstack.run.session import CompareOptions
 from compstack.targets.base import LowerRequest, Target
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 #: A model: a spec (``zoo:NAME``, ``file.onnx``, ``file.py:function``), a path, or an imported model.
-ModelLike = str | Path | SourceModel
+ModelLike = str | Path | SourceModel | onnx.ModelProto
 #: A file or folder name.
 PathLike = str | Path
 
@@ -61,8 +62,8 @@ def load_model(spec: ModelLike, *, cache_dir: PathLike | None = None, timeout_s:
     """Import a model into the common IR.
 
     Args:
-        spec: ``zoo:NAME``, ``file.onnx`` or ``file.py:function`` (a path is taken as a
-            file name); an already imported :class:`SourceModel` is returned as it is.
+        spec: ``zoo:NAME``, ``file.onnx``, ``file.py:function`` (a path: a file name) or an
+            ``onnx.ModelProto``; an imported :class:`SourceModel` is returned as it is.
         cache_dir: the cache folder (zoo exports) [default: ``COMPSTACK_CACHE_DIR``, else
             ``$XDG_CACHE_HOME/compstack``].
         timeout_s: wall-clock limit, seconds, of the worker process a ``file.py:function``
@@ -76,13 +77,13 @@ def load_model(spec: ModelLike, *, cache_dir: PathLike | None = None, timeout_s:
 
     Raises:
         UserError: unknown zoo name, missing or malformed file, a ``file.py:function`` that
-            fails or passes its limits.
+            fails or passes its limits, a ``spec`` of another type.
     """
     if isinstance(spec, SourceModel):
         return spec
     from compstack.frontends.sources import resolve_model
 
-    return resolve_model(os.fspath(spec), cache_dir=_settings(cache_dir=cache_dir).cache_dir, timeout_s=timeout_s,
+    return resolve_model(spec, cache_dir=_settings(cache_dir=cache_dir).cache_dir, timeout_s=timeout_s,
                          memory_mb=_memory(memory_mb), partial=partial)
 
 
@@ -94,9 +95,7 @@ def resolve_targets(targets: str | Sequence[str]) -> list[str]:
         UserError: an unknown target or alias.
     """
     from compstack import targets as registry
-
-    spec = targets if isinstance(targets, str) else ",".join(targets)
-    return registry.resolve(spec)
+    return provision_single(registry.resolve(targets if isinstance(targets, str) else ",".join(targets)))
 
 
 def resolve_target(target: str, flag: str = "--target") -> str:
@@ -110,7 +109,7 @@ def resolve_target(target: str, flag: str = "--target") -> str:
     names = registry.resolve(target)
     if len(names) != 1:
         raise UserError(f"{flag} {target}: names {len(names)} targets ({', '.join(names)}); give one")
-    return names[0]
+    return provision_single(names)[0]  # a release that cannot install: one line, exit 2
 
 
 def validate_target_options(options: Mapping[str, Mapping[str, str]]) -> None:
@@ -153,21 +152,20 @@ def compare(model: ModelLike, targets: str | Sequence[str] | None = None, *, opt
             save_inputs: PathLike | None = None, save_outputs: PathLike | None = None,
             on_start: Callable[[str], None] | None = None,
             on_result: Callable[[Result], None] | None = None) -> Report:
-    """Compare targets on a model: numerics against the reference, compile time, latency
-    (``compstack compare``).
+    """Compare targets on a model: numerics against the reference, compile time, latency (``compstack compare``).
 
     Args:
-        model: see :func:`load_model` (a ``file.py`` JAX program that does not import still
-            runs its native path).
+        model: see :func:`load_model` (a ``file.py`` JAX program that does not import still runs its native path).
         targets: names or aliases (``"cpu"``, ``"ort-cpu,tvm-llvm"``, ``["xla-cpu"]``);
             they replace ``options.targets`` [default: ``options.targets``, else ``"cpu"``].
-        options: seed, inputs, tolerances, latency protocol (``latency=None`` skips timing),
-            limits, target options, threads; see :class:`CompareOptions`.
-        cache_dir, db: cache folder and results database [default: ``COMPSTACK_CACHE_DIR``,
-            ``COMPSTACK_DB``, else ``~/.cache/compstack`` and ``.compstack/results.sqlite``].
+        options: seed, inputs, tolerances, latency protocol (``latency=None`` skips timing), limits, target
+            options, threads; see :class:`CompareOptions`.
+        cache_dir: cache folder [default: ``COMPSTACK_CACHE_DIR``, else ``~/.cache/compstack``].
+        db: results database [default: ``COMPSTACK_DB``, else ``.compstack/results.sqlite``].
         save_inputs: write input set 0 to this ``.npz``.
         save_outputs: write every target's outputs to this ``.npz`` (keys ``TARGET::OUTPUT``).
-        on_start, on_result: progress callbacks (a target name; each finished row).
+        on_start: progress callback, called with a target name as its job starts.
+        on_result: progress callback, called with each finished row.
 
     Returns:
         The :class:`Report`: one :class:`Result` per target (``status`` is ``ok``,
@@ -266,13 +264,13 @@ def lower(model: ModelLike, target: str, out_dir: PathLike, options: LowerOption
     Raises:
         UserError: bad model, target, options, or an unwritable ``out_dir``.
     """
-    from compstack.core.integrity import probe_dir
+    from compstack.core.outdir import claim_dir
     from compstack.run.lower import lower_to_folder
 
     opts = options or LowerOptions()
     name = resolve_target(target)
     validate_target_options({name: opts.target_options} if opts.target_options else {})
-    out = probe_dir(Path(out_dir), f"-o {os.fspath(out_dir)}: output folder not writable")
+    out = claim_dir(out_dir, "lower").path  # refused before the import; lower_to_folder records what it wrote
     source = load_model(model, cache_dir=opts.cache_dir, timeout_s=opts.timeout_s, memory_mb=opts.memory_mb)
     # run.lower reads these keys (its signature predates the typed options; see its docstring)
     return lower_to_folder(source, name, out, dict(opts.target_options),
@@ -299,7 +297,7 @@ def dump(model: ModelLike, target: str, out_dir: PathLike | None = None, *, stag
     Raises:
         UserError: bad model, target, stage names, options or ``passes``; an unwritable folder.
     """
-    from compstack.core.integrity import probe_dir
+    from compstack.core.outdir import claim_dir
     from compstack.core.procs import run_tempdir
     from compstack.run.dump import check_stages
     from compstack.run.dump import dump as run_dump
@@ -309,13 +307,12 @@ def dump(model: ModelLike, target: str, out_dir: PathLike | None = None, *, stag
     name = resolve_target(target)
     validate_target_options({name: target_options} if target_options else {})
     check_stages(name, list(stages or ()))
-    folder = probe_dir(Path(out_dir), f"-o {os.fspath(out_dir)}: output folder not writable") if out_dir \
-        else run_tempdir("compstack-dump-")
+    out = claim_dir(out_dir if out_dir is not None else run_tempdir("compstack-dump-"), "dump")  # core.outdir
     cfg = _settings(cache_dir=cache_dir)
     source = load_model(model, cache_dir=cfg.cache_dir, timeout_s=timeout_s, memory_mb=memory_mb)
-    return run_dump(source, name, folder, stages=list(stages) if stages else None, passes=passes,
-                    options=dict(target_options or {}), cache_dir=cfg.cache_dir,
-                    limits=Limits(timeout_s=timeout_s, memory_mb=_memory(memory_mb)))
+    return out.done(run_dump(source, name, out.path, stages=list(stages) if stages else None, passes=passes,
+                             options=dict(target_options or {}), cache_dir=cfg.cache_dir,
+                             limits=Limits(timeout_s=timeout_s, memory_mb=_memory(memory_mb))))
 
 
 def _kernels(model: ModelLike, targets: str | Sequence[str], options: KernelsOptions | None, profile_run: bool,
@@ -382,7 +379,8 @@ def run_conformance(targets: str | Sequence[str] = "cpu", *, pattern: str | None
             records this run's failures there.
         cache: reuse compiled cases from the cache.
         junit: also write JUnit XML here (a testsuite per target).
-        on_result, on_target: progress callbacks.
+        on_result: progress callback, called with (target, case row) as each case finishes.
+        on_target: progress callback, called with (target, a count) per target.
 
     Returns:
         The :class:`compstack.conformance.suite.SuiteReport`: a summary per target
@@ -459,7 +457,7 @@ def explain_feeds(source: SourceModel, *, inputs: Mapping[str, Any] | None = Non
 
 def explain_model(model: ModelLike, targets: str | Sequence[str], *, keep: str | None = None,
                   steps: str = "all", time_budget_s: float = float("inf"), out_dir: PathLike | None = None,
-                  timeout_s: float = 300.0, rtol: float = 1e-3, atol: float = 1e-5,
+                  timeout_s: float = 300.0, rtol: float | None = None, atol: float | None = None,
                   target_options: Mapping[str, Mapping[str, str]] | None = None,
                   feeds: Mapping[str, Any] | None = None, cache_dir: PathLike | None = None,
                   on_progress: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -471,7 +469,8 @@ def explain_model(model: ModelLike, targets: str | Sequence[str], *, keep: str |
         time_budget_s: stop reducing after this many seconds.
         out_dir: write an upstream-ready bundle here (reduced model, data, repro scripts, ISSUE.md).
         timeout_s: limit of one compile-and-run of a piece, seconds.
-        rtol, atol: tolerances of the verdict.
+        rtol: the user's relative tolerance override of the verdict (None: per-dtype defaults).
+        atol: the user's absolute tolerance override (None: per-dtype defaults).
         feeds: the input set (default: :func:`explain_feeds` of the model).
 
     Returns:

@@ -392,7 +392,7 @@ class KernelProfile:
         runs: profiled runs (after ``warmup`` untimed ones).
         warmup: warm-up runs before profiling.
         kernels: one :class:`KernelTime` per kernel that ran, in execution order.
-        kernel_sum: statistics (ms) of the per-run sum of all kernel times.
+        kernel_sum: statistics (ms) of the per-run sums of kernel times (``of: "mean"``: sums of means, OpenVINO).
         end_to_end: latency (ms) measured with the profiler off (:func:`compstack.core.latency.measure`).
         profiled_run: wall time (ms) of a run with the profiler on, when measured.
         other: statistics of profiler events matched to no kernel, name -> median ms.
@@ -410,16 +410,20 @@ class KernelProfile:
     other: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
+    def _side(self, stats: Mapping[str, Any] | None) -> float | None:
+        """The run time set beside the kernel sum, like with like: the median, or the mean (``of``)."""
+        return (stats or {}).get(self.kernel_sum.get("of", "median"), (stats or {}).get("median"))
+
     @property
     def sum_over_e2e(self) -> float | None:
-        """Median kernel-time sum divided by the median end-to-end latency."""
-        e2e = self.end_to_end.get("median")
+        """Kernel-time sum divided by the end-to-end latency (:meth:`_side`)."""
+        e2e = self._side(self.end_to_end)
         return self.kernel_sum["median"] / e2e if e2e else None
 
     @property
     def sum_over_profiled_run(self) -> float | None:
-        """Median kernel-time sum divided by the median wall time of the same profiled runs."""
-        run = (self.profiled_run or {}).get("median")
+        """Kernel-time sum divided by the wall time of the same profiled runs (:meth:`_side`)."""
+        run = self._side(self.profiled_run)
         return self.kernel_sum["median"] / run if run else None
 
     def inconsistencies(self) -> list[str]:
@@ -440,9 +444,7 @@ class KernelProfile:
         Imported profiles (no end-to-end latency, no per-run wall time) are not checked.
         """
         out: list[str] = []
-        total = self.kernel_sum.get("median")
-        run = (self.profiled_run or {}).get("median")
-        e2e = self.end_to_end.get("median")
+        total, run, e2e = self.kernel_sum.get("median"), self._side(self.profiled_run), self._side(self.end_to_end)
         if total is None:
             return out
         if run and total > run * CONSISTENCY["sum_over_run"]:
@@ -474,8 +476,7 @@ class KernelProfile:
                 "kernel_sum_ms": self.kernel_sum, "end_to_end_ms": self.end_to_end,
                 "profiled_run_ms": self.profiled_run, "sum_over_end_to_end": self.sum_over_e2e,
                 "sum_over_profiled_run": self.sum_over_profiled_run, "consistent": self.consistent,
-                "inconsistencies": self.inconsistencies(),
-                "other_ms": self.other, "notes": self.notes}
+                "inconsistencies": self.inconsistencies(), "other_ms": self.other, "notes": self.notes}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "KernelProfile":
@@ -489,8 +490,7 @@ def _stats(samples: Sequence[float]) -> dict[str, float]:
     a = np.asarray(samples, dtype=np.float64)
     mean = float(a.mean())
     return {"median": float(np.median(a)), "p10": float(np.percentile(a, 10)), "p90": float(np.percentile(a, 90)),
-            "mean": mean, "min": float(a.min()), "cv": float(a.std() / mean) if mean > 0 else 0.0,
-            "runs": int(a.size)}
+            "mean": mean, "min": float(a.min()), "cv": float(a.std() / mean) if mean > 0 else 0.0, "runs": a.size}
 
 
 def make_profile(target: str, samples: ProfileSamples, end_to_end: Mapping[str, Any], warmup: int,

@@ -1,15 +1,9 @@
 """Numerical comparison of one target's outputs against the reference outputs.
 
 Per output: max absolute error, max relative error, relative L2 error
-``||a - b||_2 / ||b||_2``, NaN/Inf counts, and a verdict. The verdict follows
-``numpy.allclose``'s rule ``|a - b| <= atol + rtol * |b|`` elementwise, with
-per-dtype defaults below; integers and bools must be equal. A NaN (or ±Inf) where the
-reference has none, or none where the reference has one, is a mismatch.
-
-Default tolerances: float32 ``rtol=1e-3`` is the ONNX backend test runner's
-(``onnx/backend/test/runner``); its ``atol=1e-7`` is for single ops, so for whole
-models compared against a float64 oracle we use ``atol=1e-5``. float16/bfloat16 have
-10/8 mantissa bits, hence the looser bounds.
+``||a - b||_2 / ||b||_2``, NaN/Inf counts, and the verdict of the one judge,
+:func:`compstack.analysis.verdict.judge` (tolerance, then the float32 noise floor when
+the caller has the float32 evaluation; the tolerances are defined there).
 """
 
 from __future__ import annotations
@@ -19,32 +13,9 @@ from typing import Mapping
 
 import numpy as np
 
+from compstack.analysis.verdict import AGREEING, DEFAULT_TOLERANCES, Tolerance, judge, tolerance_for
+
 __all__ = ["Tolerance", "DEFAULT_TOLERANCES", "OutputComparison", "compare_outputs", "tolerance_for"]
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """``|a - b| <= atol + rtol * |b|``, elementwise."""
-
-    rtol: float
-    atol: float
-
-
-DEFAULT_TOLERANCES: dict[str, Tolerance] = {
-    "float64": Tolerance(1e-7, 1e-9),
-    "float32": Tolerance(1e-3, 1e-5),
-    "float16": Tolerance(1e-2, 1e-3),
-    "bfloat16": Tolerance(2e-2, 1e-2),
-}
-
-
-def tolerance_for(dtype: np.dtype, rtol: float | None = None, atol: float | None = None) -> Tolerance:
-    """The tolerance for an output of ``dtype``, with optional overrides.
-
-    Integers and bools get ``Tolerance(0, 0)`` (exact) unless overridden.
-    """
-    base = DEFAULT_TOLERANCES.get(np.dtype(dtype).name, Tolerance(0.0, 0.0))
-    return Tolerance(base.rtol if rtol is None else rtol, base.atol if atol is None else atol)
 
 
 @dataclass
@@ -58,9 +29,13 @@ class OutputComparison:
         rel_l2: ``||a - b||_2 / ||b||_2`` (0 when both are zero).
         nan: NaN count in the target's output; ``ref_nan`` in the reference's.
         inf: ±Inf count in the target's output; ``ref_inf`` in the reference's.
-        ok: the verdict.
-        reason: why not ok (shape, dtype, NaN placement, tolerance), else "".
+        ok: the verdict agrees (kind ``ok`` or ``imprecise``).
+        reason: why not ``ok`` (shape, dtype, NaN placement, tolerance, noise floor), else "".
         rtol, atol: the tolerance applied.
+        kind: the verdict kind (:data:`compstack.analysis.verdict.KINDS`).
+        rmse: RMSE against float64; ``floor`` the float32 noise floor's RMSE (None in
+            JSON when there was no float32 evaluation); ``k`` the floor's multiplier.
+        tolerance: ``default`` (per dtype) or ``user`` (``--rtol/--atol`` override).
     """
 
     name: str
@@ -75,6 +50,11 @@ class OutputComparison:
     reason: str
     rtol: float
     atol: float
+    kind: str = "ok"
+    rmse: float = 0.0
+    floor: float = float("nan")
+    k: float = 2.0
+    tolerance: str = "default"
 
     def to_dict(self) -> dict:
         """JSON-able form; non-finite floats become None."""
@@ -82,37 +62,30 @@ class OutputComparison:
 
 
 def _compare_one(name: str, actual: np.ndarray, ref: np.ndarray, expected_dtype: np.dtype | None,
-                 rtol: float | None, atol: float | None) -> OutputComparison:
-    dtype = np.dtype(expected_dtype) if expected_dtype is not None else actual.dtype
-    tol = tolerance_for(dtype, rtol, atol)
+                 rtol: float | None, atol: float | None, floor: np.ndarray | None) -> OutputComparison:
+    v = judge(actual, ref, floor, rtol, atol, expected_dtype=expected_dtype)
+    source = "user" if v.override else "default"
     if actual.shape != ref.shape:
-        return OutputComparison(name, np.inf, np.inf, np.inf, 0, 0, 0, 0, False,
-                                f"shape {list(actual.shape)} != reference {list(ref.shape)}", tol.rtol, tol.atol)
-    a = actual.astype(np.float64)
-    b = ref.astype(np.float64)
-    a_nan, b_nan = np.isnan(a), np.isnan(b)
-    a_inf, b_inf = np.isinf(a), np.isinf(b)
+        return OutputComparison(name, np.inf, np.inf, np.inf, 0, 0, 0, 0, False, v.detail, v.rtol, v.atol,
+                                v.kind, tolerance=source)
+    a = actual.astype(np.float64) if actual.dtype != object else actual
+    b = ref.astype(np.float64) if ref.dtype != object else ref
+    if a.dtype == object or b.dtype == object:
+        return OutputComparison(name, 0.0, 0.0, 0.0, 0, 0, 0, 0, v.kind in AGREEING, v.detail, v.rtol, v.atol,
+                                v.kind, tolerance=source)
     finite = np.isfinite(a) & np.isfinite(b)
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(a - b)
     diff_f = diff[finite]
-    max_abs = float(diff_f.max()) if diff_f.size else 0.0
-    nz = finite & (b != 0)
-    max_rel = float((diff[nz] / np.abs(b[nz])).max()) if nz.any() else 0.0
     norm_b = float(np.linalg.norm(b[finite])) if finite.any() else 0.0
     norm_d = float(np.linalg.norm(diff_f)) if diff_f.size else 0.0
     rel_l2 = norm_d / norm_b if norm_b > 0 else (0.0 if norm_d == 0 else np.inf)
-    reason = ""
-    if expected_dtype is not None and actual.dtype != dtype:
-        reason = f"dtype {actual.dtype} != declared {dtype}"
-    elif (a_nan != b_nan).any():
-        reason = f"NaN placement differs ({int(a_nan.sum())} NaN vs reference {int(b_nan.sum())})"
-    elif (a_inf != b_inf).any() or (np.sign(a[a_inf]) != np.sign(b[a_inf])).any():
-        reason = f"Inf placement differs ({int(a_inf.sum())} Inf vs reference {int(b_inf.sum())})"
-    elif not bool(np.all(diff_f <= tol.atol + tol.rtol * np.abs(b[finite]))):
-        reason = f"outside tolerance rtol={tol.rtol:g} atol={tol.atol:g}"
-    return OutputComparison(name, max_abs, max_rel, rel_l2, int(a_nan.sum()), int(b_nan.sum()),
-                            int(a_inf.sum()), int(b_inf.sum()), reason == "", reason, tol.rtol, tol.atol)
+    nz = finite & (b != 0)
+    max_rel = float((diff[nz] / np.abs(b[nz])).max()) if nz.any() else 0.0
+    return OutputComparison(name, float(diff_f.max()) if diff_f.size else 0.0, max_rel, rel_l2,
+                            int(np.isnan(a).sum()), int(np.isnan(b).sum()), int(np.isinf(a).sum()),
+                            int(np.isinf(b).sum()), v.kind in AGREEING, "" if v.kind == "ok" else v.detail,
+                            v.rtol, v.atol, v.kind, v.rmse, v.floor, v.multiplier, source)
 
 
 def compare_outputs(
@@ -121,6 +94,7 @@ def compare_outputs(
     expected_dtypes: Mapping[str, np.dtype] | None = None,
     rtol: float | None = None,
     atol: float | None = None,
+    floors: Mapping[str, np.ndarray] | None = None,
 ) -> list[OutputComparison]:
     """Compare every reference output with the target's output of the same name.
 
@@ -130,6 +104,8 @@ def compare_outputs(
         expected_dtypes: the model's declared output dtypes; selects the tolerance and
             checks the target's dtype. Default: the actual dtypes.
         rtol, atol: override the per-dtype defaults.
+        floors: the float32 evaluation of each output (the noise floor); without one
+            the tolerance alone judges that output.
 
     Returns:
         One :class:`OutputComparison` per reference output, in reference order. A
@@ -140,8 +116,9 @@ def compare_outputs(
     for name, ref in reference.items():
         if name not in actual:
             out.append(OutputComparison(name, np.inf, np.inf, np.inf, 0, 0, 0, 0, False,
-                                        "output missing", 0.0, 0.0))
+                                        "output missing", 0.0, 0.0, "shape"))
             continue
-        out.append(_compare_one(name, np.asarray(actual[name]), np.asarray(ref),
-                                expected_dtypes.get(name), rtol, atol))
+        floor = (floors or {}).get(name)
+        out.append(_compare_one(name, np.asarray(actual[name]), np.asarray(ref), expected_dtypes.get(name),
+                                rtol, atol, None if floor is None else np.asarray(floor)))
     return out

@@ -36,7 +36,7 @@ __all__ = ["FUNNEL", "RULE", "TargetSummary", "SuiteReport", "run_suite", "store
 
 FUNNEL = ("import", "lower", "compile", "run", "compare")
 RULE = ("ONNX backend test runner rule: same output count, shapes and dtypes; strings and integers exact; "
-        "floats assert_allclose with the case's rtol/atol (default rtol=1e-3, atol=1e-7), NaN equal to NaN; "
+        "floats |a-b| <= atol + rtol*|b| (compstack.analysis.verdict.judge) with the case's rtol/atol (default rtol=1e-3, atol=1e-7), NaN equal to NaN; "
         "bfloat16 compared in float32 with rtol >= 2**-6")
 DEFAULT_XFAIL_DIR = Path(__file__).parent / "xfail"
 

@@ -31,48 +31,9 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import onnx
 
+from compstack.analysis.ub import undefined_behaviour
+
 __all__ = ["explain", "replay", "undefined_behaviour"]
-
-
-_RANDOM = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
-                     "Bernoulli"})
-
-
-def undefined_behaviour(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> list[str]:
-    """Nodes whose inputs trigger behaviour the ONNX spec leaves undefined.
-
-    Checked (ONNX Operators.md): integer ``Div``/``Mod`` by zero; ``Cast`` of NaN,
-    Inf or out-of-range floats to an integer type; ``Clip`` with a NaN bound; and ops
-    whose outputs are random by definition (``RandomNormal[Like]``,
-    ``RandomUniform[Like]``, ``Multinomial``, ``Bernoulli``, ``Dropout`` in training
-    mode), which no two runs need agree on.
-
-    Returns:
-        One line per offending node (empty: none).
-    """
-    out = []
-    for node in proto.graph.node:
-        ins = [values.get(i) for i in node.input]
-        label = node.name or node.op_type
-        training = node.op_type == "Dropout" and len(ins) > 2 and ins[2] is not None and bool(np.asarray(ins[2]))
-        if node.op_type in _RANDOM or training:
-            out.append(f"{label}: {node.op_type} is random{' (training mode)' if training else ''}; "
-                       "runs need not agree")
-        elif node.op_type in ("Div", "Mod") and len(ins) == 2 and ins[1] is not None \
-                and np.asarray(ins[1]).dtype.kind in "iu" and np.any(np.asarray(ins[1]) == 0):
-            out.append(f"{label}: integer {node.op_type} by zero")
-        elif node.op_type == "Cast" and ins and ins[0] is not None and np.asarray(ins[0]).dtype.kind == "f":
-            to = next((a.i for a in node.attribute if a.name == "to"), 0)
-            dt = onnx.helper.tensor_dtype_to_np_dtype(to) if to else None
-            if dt is not None and np.dtype(dt).kind in "iu":
-                x = np.asarray(ins[0], dtype=np.float64)
-                info = np.iinfo(dt)
-                if np.any(~np.isfinite(x)) or np.any(x < info.min) or np.any(x > info.max):
-                    out.append(f"{label}: Cast of NaN/Inf or out-of-range values to {np.dtype(dt).name}")
-        elif node.op_type == "Clip" and any(v is not None and np.asarray(v).dtype.kind == "f"
-                                             and np.any(np.isnan(np.asarray(v))) for v in ins[1:]):
-            out.append(f"{label}: Clip with a NaN bound")
-    return out
 
 
 def _jsonable(x: Any) -> Any:
@@ -91,7 +52,7 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
             keep: str | None = None, target_options: Mapping[str, Mapping[str, str]] | None = None,
             time_budget_s: float = math.inf, out_dir: Path | None = None, steps: str = "all",
             model_name: str = "model", timeout_s: float = 300.0, op_origins: Sequence[str] = (),
-            rtol: float = 1e-3, atol: float = 1e-5, keep_symbolic: bool = False,
+            rtol: float | None = None, atol: float | None = None, keep_symbolic: bool = False,
             on_progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Explain why ``targets`` disagree with the reference (or each other) on a model.
 
@@ -108,7 +69,7 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
         model_name: for the report.
         timeout_s: limit per compile-and-run.
         op_origins: user custom-op declarations the workers import.
-        rtol, atol: verdict tolerance.
+        rtol, atol: the user's tolerance override (None: per-dtype defaults).
         keep_symbolic: graph inputs with symbolic dims (``dim_param``) keep them in every
             compiled piece (only cut tensors become static), so a stack that fails only on
             dynamic shapes is localised and reduced as such; by default pieces are static.
@@ -182,7 +143,7 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
             report["bisect"] = _jsonable(b)
             if b.node is not None:
                 say(f"first divergent node: {b.node['name'] or b.node['op_type']} ({b.node['op_type']}), "
-                    f"{'wrong alone (op bug)' if b.kind == 'op' else 'right alone (interaction)'}")
+                    f"{_alone(b.kind, target, ex.target_options.get(target, {}))}")
                 must, start = [b.node["index"]], ex.cone(b.node["index"])
         if steps == "bisect":
             report.update(compiles=ev.compiles, seconds=time.monotonic() - t0)
@@ -221,6 +182,18 @@ def explain(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], targets: Seque
         report["reduced"] = r.piece.model
         report.update(compiles=ev.compiles, seconds=time.monotonic() - t0)
     return {k: (_jsonable(v) if k != "reduced" else v) for k, v in report.items()}
+
+
+def _alone(kind: str, target: str, opts: Mapping[str, str]) -> str:
+    """How bisect's first divergent node behaves alone: an op bug, unless the user chose a
+    lower precision for ``target`` (then that precision, :func:`attribute.chosen_precision`)."""
+    from compstack import targets as registry
+    from compstack.explain.attribute import chosen_precision
+
+    if kind != "op":
+        return "right alone (interaction)"
+    chosen = chosen_precision(registry.get(target), dict(opts))
+    return f"wrong alone (precision option you chose: {chosen})" if chosen else "wrong alone (op bug)"
 
 
 def _replace(p: Any, simple: Any) -> Any:
@@ -262,27 +235,40 @@ def _title(target: str, kept: list[onnx.NodeProto], report: dict[str, Any]) -> s
     return f"{target}: wrong result for {ops} (vs ONNX reference, beyond the float32 noise floor)"
 
 
-def replay(folder: Path, timeout_s: float = 300.0) -> dict[str, Any]:
+def replay(folder: Path, timeout_s: float = 300.0, trust_flags: bool = False) -> dict[str, Any]:
     """Run a bundle's model again on each of its targets; does the discrepancy reproduce?
 
+    The bundle is untrusted data: each target's options pass its stack's replay
+    allowlist (:func:`compstack.targets.common.replay.screen`, issue #27 class 1) and
+    the bundle's environment variables are never applied.
+
+    Args:
+        folder: the bundle folder.
+        timeout_s: limit of each target's run, seconds.
+        trust_flags: ``--trust-bundle-flags``: apply the options the allowlist refuses.
+
     Returns:
-        ``{"targets": {target: {"status", "verdicts", "reproduces"}}, "reproduces": bool}``.
+        ``{"targets": {target: {"status", "verdicts", "reproduces"}}, "reproduces": bool,
+        "refused": ["target: name=value (why)", ...], "trusted": bool}``.
 
     Raises:
-        UserError: ``folder`` is not a bundle.
+        UserError: ``folder`` is not a bundle, or names a target that is not registered.
     """
+    from compstack.analysis.verdict import judge
     from compstack.explain.bundle import read_bundle
     from compstack.explain.evaluate import Evaluator, Run
     from compstack.explain.graph import reference_values
-    from compstack.explain.verdict import judge
+    from compstack.targets.common.replay import screen
 
     b = read_bundle(Path(folder))
+    screened = {t: screen(t, spec, trust_flags) for t, spec in b["flags"].items()}
     ref = reference_values(b["model"], b["feeds"])
     outs = _outputs(b["model"])
-    result: dict[str, Any] = {"targets": {}}
+    result: dict[str, Any] = {"targets": {}, "trusted": trust_flags,
+                              "refused": [f"{t}: {d}" for t, (_, dropped) in screened.items() for d in dropped]}
     with Evaluator(timeout_s) as ev:
-        for target, spec in b["flags"].items():
-            res = ev.run(Run.of(target, spec.get("options", {})), b["model"], b["feeds"])
+        for target, (options, _) in screened.items():
+            res = ev.run(Run.of(target, options), b["model"], b["feeds"])
             row: dict[str, Any] = {"status": res.status, "error": res.error}
             if res.status == "ok":
                 verdicts = {o: judge(res.outputs[o], ref.f64[o], ref.f32[o]) for o in outs if o in res.outputs}

@@ -24,7 +24,10 @@ checking whether the discrepancy is still there:
 4. **precision knobs** (``Target.precision_knobs``: IREE's FP-reduction reassociation,
    ...): each is switched to strict arithmetic alone, before the optimiser question; one
    that makes the result agree is reported as "differs because of KNOB" (culprit
-   ``precision``), a documented trade-off of the stack, not a bug.
+   ``precision``), a documented trade-off of the stack, not a bug. Before them, a
+   precision option the user chose (``precision_options`` of the target: OpenVINO
+   ``precision=bf16``...) is taken away alone: right then, the attribution is "precision
+   option you chose: KEY=VALUE", never an op bug.
 5. **the op alone vs in context** comes from bisect (an op that is wrong alone is an
    op bug; right alone but wrong in context is an interaction: fusion, layout).
 
@@ -40,7 +43,7 @@ from typing import Any
 from compstack.explain.evaluate import Run
 from compstack.explain.graph import Piece, feeds_for
 
-__all__ = ["Attribution", "attribute", "merge_options", "MAX_PASSES"]
+__all__ = ["Attribution", "attribute", "chosen_precision", "merge_options", "MAX_PASSES"]
 
 #: Passes tried one by one (the first that changed the model, in pipeline order): TVM's
 #: TIR pipeline alone has a hundred, most of which cannot be switched off.
@@ -112,6 +115,11 @@ def attribute(explainer: Any, p: Piece, target: str) -> Attribution:
             return Attribution("compstack", "compstack's own translation is wrong: the translated program gives the "
                                "same wrong result run eagerly, without the compiler. This is a compstack bug, not "
                                f"{target}'s.", checks)
+    chosen = chosen_precision(cls, opts)
+    if chosen:
+        att = _without_chosen(explainer, cls, opts, chosen, p, target, checks)
+        if att is not None:
+            return att
     for knob, how in (getattr(cls, "precision_knobs", {}) or {}).items():
         if time.monotonic() > explainer.deadline:
             break
@@ -144,6 +152,32 @@ def attribute(explainer: Any, p: Piece, target: str) -> Attribution:
     return Attribution("optimizer", f"{target} agrees with the reference with its optimiser off ({run.label()}): an "
                        "optimisation introduced the discrepancy"
                        + ("; no single pass alone explains it." if cls.pass_option else "."), checks)
+
+
+def chosen_precision(cls: Any, opts: dict[str, str]) -> str:
+    """``KEY=VALUE`` of the user's own option that lowers ``cls``'s precision (bf16, fp16,
+    mixed), ``""`` when there is none. Each stack lists its own in
+    ``precision_options`` (option -> the values that lower precision; OpenVINO's
+    ``precision=bf16``, CANN's ``precision_mode``, GCU's ``precision``)."""
+    for key, lowering in (getattr(cls, "precision_options", {}) or {}).items():
+        if str(opts.get(key, "")).lower() in lowering:
+            return f"{key}={opts[key]}"
+    return ""
+
+
+def _without_chosen(explainer: Any, cls: Any, opts: dict[str, str], chosen: str, p: Piece, target: str,
+                    checks: list[dict[str, Any]]) -> Attribution | None:
+    """Run without the user's precision option ``chosen``: right then means that option is
+    the cause (an Attribution saying so), still wrong means another cause (None)."""
+    key = chosen.partition("=")[0]
+    run = Run.of(target, {k: v for k, v in opts.items() if k != key})
+    res = _check(explainer, run, p, target)
+    checks.append(res)
+    if res["holds"] is not False:
+        return None
+    return Attribution("precision", f"precision option you chose: {chosen}. Without it ({run.label()}) {target} "
+                       "agrees with the float64 reference: the difference is the lower precision you asked for, "
+                       "not a bug.", checks, knob=chosen)
 
 
 def _find_pass(explainer: Any, cls: Any, target: str, opts: dict[str, str], p: Piece,

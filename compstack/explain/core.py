@@ -27,10 +27,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import onnx
 
+from compstack.analysis.verdict import Verdict, judge
 from compstack.explain.evaluate import EvalResult, Evaluator, Run
 from compstack.explain.graph import Piece, ReferenceValues, describe, feeds_for, node_inputs, piece, prefix_frontier
 from compstack.explain.keep import Clause
-from compstack.explain.verdict import Verdict, judge
 
 __all__ = ["Check", "Explainer", "BisectResult", "ReduceResult", "Simplified", "simplify"]
 
@@ -116,7 +116,7 @@ class Explainer:
 
     def __init__(self, proto: onnx.ModelProto, feeds: dict[str, np.ndarray], clauses: Sequence[Clause],
                  evaluator: Evaluator, target_options: dict[str, dict[str, str]] | None = None,
-                 rtol: float = 1e-3, atol: float = 1e-5, deadline: float = math.inf,
+                 rtol: float | None = None, atol: float | None = None, deadline: float = math.inf,
                  ref: ReferenceValues | None = None) -> None:
         from compstack.explain.graph import reference_values, topo_check
 

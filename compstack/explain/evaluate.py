@@ -123,11 +123,7 @@ class Evaluator:
         if target not in self.refs:
             from compstack import targets as registry
 
-            ref = next((e.ref for e in registry.entries() if e.name == target), None)
-            if ref is None:
-                from compstack.core.errors import UserError
-
-                raise UserError(f"unknown target '{target}'; run `compstack targets` to list them")
+            ref = registry.ref(target)  # UserError for an unknown name
             self.refs[target] = ref
         return self.refs[target]
 

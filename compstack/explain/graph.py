@@ -78,9 +78,10 @@ class ReferenceValues:
 def _run(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     from onnx.reference import ReferenceEvaluator
 
+    from compstack.analysis.refdefects import corrected_ops
     from compstack.ops._onnx import reference_ops
 
-    sess = ReferenceEvaluator(proto, new_ops=reference_ops(proto) or None)
+    sess = ReferenceEvaluator(proto, new_ops=reference_ops(proto) + corrected_ops(proto) or None)
     in_types = {v.name: helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)
                 for v in proto.graph.input if v.type.HasField("tensor_type")}
     cast = {k: np.asarray(v).astype(in_types[k], copy=False) if k in in_types else v for k, v in feeds.items()}

@@ -2,7 +2,7 @@
 
 A property is a conjunction of clauses ``A!=B`` or ``A==B`` where each side is a target
 name or ``ref`` (the float64 reference, judged with the noise floor of
-:mod:`compstack.explain.verdict`). ``T!=ref`` holds when T's outputs are wrong (or T
+:mod:`compstack.analysis.verdict`). ``T!=ref`` holds when T's outputs are wrong (or T
 fails where the reference does not); ``T==ref`` when every output is ok or merely
 imprecise; ``A!=B`` between two targets when A's outputs are wrong taking B's outputs as
 the reference (B's own float32 noise is the floor). The default is ``T!=ref`` for the
@@ -20,7 +20,7 @@ from compstack.core.errors import UserError
 
 __all__ = ["Clause", "parse_keep"]
 
-_CLAUSE = re.compile(r"^\s*([\w.\-]+)\s*(!=|==)\s*([\w.\-]+)\s*$")
+_CLAUSE = re.compile(r"^\s*([\w.\-@+]+)\s*(!=|==)\s*([\w.\-@+]+)\s*$")  # a side may be TARGET@VERSION
 
 
 @dataclass(frozen=True)

@@ -132,14 +132,16 @@ outputs = [np.asarray(o) for o in exported.call(*[feeds[n] for n in input_names]
 }
 
 
-def repro_script(stack: str, flags: dict[str, Any], title: str, rtol: float, atol: float) -> str | None:
+def repro_script(stack: str, flags: dict[str, Any], title: str, rtol: float | None, atol: float | None) -> str | None:
     """The reproducer for ``stack`` (a target class's ``stack``), or None without a template.
 
     Args:
         stack: ``onnxruntime``, ``tvm``, ``iree``, ``openvino`` or ``xla``.
         flags: the target's ``flags()`` as recorded by the worker that ran it.
         title: one line for the docstring.
-        rtol, atol: the tolerance the script applies.
+        rtol: the relative tolerance the script applies (None: float32's default,
+            :data:`compstack.analysis.verdict.DEFAULT_TOLERANCES`).
+        atol: the absolute tolerance (None: float32's default).
     """
     if stack not in _RUN:
         return None
@@ -154,4 +156,9 @@ def repro_script(stack: str, flags: dict[str, Any], title: str, rtol: float, ato
         body = body.format(device=flags.get("device", "CPU"), config=dict(flags.get("config", {})))
     elif stack == "iree":
         body = body.format(flags=list(flags.get("iree-compile", [])), driver=flags.get("driver", "local-task"))
-    return _PRELUDE.format(title=title.replace('"""', "'''"), needs=needs, rtol=rtol, atol=atol) + body + _CHECK
+    from compstack.analysis.verdict import DEFAULT_TOLERANCES
+    from compstack.core.sanitize import python_text
+
+    f32 = DEFAULT_TOLERANCES["float32"]  # the per-dtype default when the user gave none
+    rtol, atol = f32.rtol if rtol is None else rtol, f32.atol if atol is None else atol
+    return _PRELUDE.format(title=python_text(title), needs=needs, rtol=rtol, atol=atol) + body + _CHECK

@@ -75,8 +75,9 @@ def import_isolated(spec: str, timeout_s: float, memory_mb: int, poll_s: float =
         status, rc, peak = _supervise(spec, out, timeout_s, memory_mb, poll_s, partial)
         name = _display(spec)
         if status == "timeout":
-            raise UserError(f"{name}: still running after {timeout_s:g} s (--timeout {timeout_s:g}): the function, "
-                            "its module's import or the export does not finish")
+            phase = ((out / "phase").read_text() if (out / "phase").exists() else
+                     f"the worker's start, before {Path(spec.rpartition(':')[0]).name} ran")
+            raise UserError(f"{name}: still running after {timeout_s:g} s (--timeout {timeout_s:g}) in {phase}")
         if status == "oom":
             raise UserError(f"{name}: used {peak / 2**20:.0f} MiB of resident memory, past --memory-limit "
                             f"{memory_mb} (MiB) while it was imported")
@@ -99,7 +100,7 @@ def import_isolated(spec: str, timeout_s: float, memory_mb: int, poll_s: float =
 def _supervise(spec: str, out: Path, timeout_s: float, memory_mb: int, poll_s: float,
                partial: bool = False) -> tuple[str, int, int]:
     """Run the worker until it exits or passes a limit: ``(status, returncode, peak_rss)``."""
-    from compstack.core.procs import kill_group, tree_rss_bytes
+    from compstack.core.procs import kill_escaped, kill_group, popen, tree_rss_bytes
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
@@ -107,8 +108,9 @@ def _supervise(spec: str, out: Path, timeout_s: float, memory_mb: int, poll_s: f
     limit = memory_mb * 2**20
     peak, status = 0, "exited"
     with open(out / "worker.log", "wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env)
+        # own session, death signal, recorded as ours (issue #27 class 5: SIGKILL on
+        # compstack used to leave this worker running the user's code)
+        proc = popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         t0 = time.monotonic()
         try:
             while proc.poll() is None:
@@ -123,6 +125,7 @@ def _supervise(spec: str, out: Path, timeout_s: float, memory_mb: int, poll_s: f
         finally:  # a limit, Ctrl-C or a bug here: never leave the user's code running
             kill_group(proc)
             proc.wait()
+            kill_escaped()  # what build() started outside the worker's group (setsid, double fork)
     return status, proc.returncode, peak
 
 
@@ -177,7 +180,8 @@ def main(argv: list[str]) -> int:
 
     spec, out = argv[0], Path(argv[1])
     try:
-        source = import_pyfile(spec, partial="--partial" in argv[2:])
+        source = import_pyfile(spec, partial="--partial" in argv[2:],
+                               on_phase=lambda what: (out / "phase").write_text(what))
         source.example_inputs = {k: np.asarray(v) for k, v in source.example_inputs.items()}
         _write(source, out)
     except UserError as exc:

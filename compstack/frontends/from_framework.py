@@ -45,6 +45,7 @@ import numpy as np
 
 from compstack.core import ir as cir
 from compstack.core.errors import UserError
+from compstack.core.procs import popen
 
 __all__ = [
     "EXPORT_TIMEOUT_S",
@@ -190,8 +191,7 @@ def run_worker(framework: str, args: list[str], timeout_s: float, what: str) -> 
     argv = [python, "-P", str(_WORKER), cmd, *(rest[:1] if cmd == "probe" else rest[:2]), str(folder),
             *(rest[1:] if cmd == "probe" else rest[2:])]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_worker_env(),
-                            start_new_session=True)
+    proc = popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_worker_env())
     try:
         log, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:

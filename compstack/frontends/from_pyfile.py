@@ -62,13 +62,16 @@ def parse_spec(spec: str) -> tuple[Path, str]:
     return Path(path), func
 
 
-def import_pyfile(spec: str, partial: bool = False) -> cir.SourceModel:
+def import_pyfile(spec: str, partial: bool = False, on_phase: Callable[[str], object] | None = None) -> cir.SourceModel:
     """Run ``file.py:function`` and import the model it returns.
 
     Args:
         spec: ``path/to/file.py:function``; the function takes no arguments.
         partial: a JAX function whose jaxpr does not convert is still returned, with
             ``import_error`` set (see :func:`compstack.frontends.from_jax.import_jax`).
+        on_phase: called with what runs next, in words (``"the function (or its module's
+            import)"``, ``"the torch export of the module it returned"``...), so a worker
+            cut by ``--timeout`` can say where it was.
 
     Returns:
         A :class:`compstack.core.ir.SourceModel` named ``file.py:function`` (the file's base
@@ -93,8 +96,20 @@ def import_pyfile(spec: str, partial: bool = False) -> cir.SourceModel:
         from compstack.frontends.from_framework import import_framework
 
         return import_framework(*foreign)
+    say = on_phase or (lambda what: None)
+    say(f"{Path(spec.rpartition(':')[0]).name} itself (its import or the function's call)")
     result, name = _call(spec)
+    say(_export_phase(result))
     return _to_source(result, name, partial)
+
+
+def _export_phase(result: Any) -> str:
+    """What :func:`_to_source` will run on ``result``, in words."""
+    if isinstance(result, (tuple, list)) and len(result) == 2 and _is_torch_program(result[0]):
+        return "the torch export of the module it returned (torch.export / torch.onnx.export)"
+    if _is_jax_program(result):
+        return "the JAX conversion of the function it returned (jaxpr to ONNX)"
+    return "the check of the model it returned"
 
 
 def _foreign(spec: str) -> tuple[Path, str, str, str] | None:

@@ -30,7 +30,7 @@ import numpy as np
 import onnx_ir as ir
 
 from compstack.core import ir as cir
-from compstack.core.errors import UserError
+from compstack.core.errors import ExportError, UserError
 from compstack.frontends.native import MUTATED_SUFFIX
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def _export(program: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: s
         with quiet():
             return torch.export.export(program, args, kwargs, strict=False)
     except Exception as exc:  # torch.export raises many unrelated types
-        raise UserError(f"{name}: torch.export failed: {_first_line(exc)}") from exc
+        raise ExportError(f"{name}: torch.export failed: {_first_line(exc)}", "torch.export") from exc
 
 
 
@@ -274,7 +274,7 @@ def _to_onnx(
             common_passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
             common_passes.RemoveUnusedNodesPass()(model)
     except Exception as exc:  # the exporter wraps errors in its own types
-        raise UserError(f"{name}: ONNX export failed: {_first_line(_root_cause(exc))}") from exc
+        raise ExportError(f"{name}: ONNX export failed: {_first_line(_root_cause(exc))}", "onnx-export") from exc
     return model
 
 

@@ -10,10 +10,12 @@ Accepted forms:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
 from compstack.core.errors import UserError
 from compstack.core.ir import SourceModel
@@ -26,12 +28,13 @@ __all__ = ["DEFAULT_MODEL", "jax_rebuild_differs", "load_native", "resolve_model
 DEFAULT_MODEL = "zoo:cnn"
 
 
-def resolve_model(spec: str, cache_dir: Path | None = None, timeout_s: float | None = None,
-                  memory_mb: int = 0, partial: bool = False) -> SourceModel:
+def resolve_model(spec: str | os.PathLike[str] | onnx.ModelProto, cache_dir: Path | None = None,
+                  timeout_s: float | None = None, memory_mb: int = 0, partial: bool = False) -> SourceModel:
     """Import the model named by ``spec``.
 
     Args:
-        spec: ``zoo:NAME``, ``file.onnx`` or ``file.py:function``.
+        spec: ``zoo:NAME``, ``file.onnx`` or ``file.py:function`` (or a path), or an
+            in-memory ``onnx.ModelProto`` (checked like a file, named ``<ModelProto>``).
         cache_dir: the cache folder (zoo exports).
         timeout_s: when given, a ``file.py:function`` runs in a worker process under this
             wall-clock limit and ``memory_mb`` (see :mod:`compstack.frontends._pyworker`);
@@ -43,8 +46,20 @@ def resolve_model(spec: str, cache_dir: Path | None = None, timeout_s: float | N
 
     Raises:
         UserError: unknown zoo name, missing or malformed file, bad ``file.py:function``
-            (or one that passes its limits).
+            (or one that passes its limits), a ``spec`` of another type.
     """
+    if isinstance(spec, onnx.ModelProto):
+        from compstack.core import ir as cir
+
+        cir.check(spec, "<ModelProto>")  # the checks a .onnx file gets (as from_pyfile's ModelProto)
+        return SourceModel(name="<ModelProto>", model=cir.from_proto(spec, source="<ModelProto>"), origin="onnx",
+                           as_written=cir.as_written(spec))
+    if not isinstance(spec, (str, os.PathLike)):
+        raise UserError(f"model: expected a zoo:NAME, a file name, an onnx.ModelProto or a SourceModel, "
+                        f"not {type(spec).__name__}")
+    spec = os.fspath(spec)
+    if not spec.strip():
+        raise UserError(f"MODEL {spec!r} is empty: give zoo:NAME, a file.onnx or file.py:function")
     if spec.startswith("zoo:"):
         from compstack.frontends import zoo
 

@@ -118,7 +118,9 @@ def reference_class(op: CustomOp) -> type:
 
 def reference_ops(proto: onnx.ModelProto) -> list[type]:
     """``new_ops`` for ``onnx.reference.ReferenceEvaluator``: the reference class of
-    every registered custom op that ``proto``'s graph or functions use."""
+    every registered custom op that ``proto``'s graph or functions use, and the
+    spec fixes of :mod:`compstack.core.reference_fixes` for the stock ops they use."""
+    from compstack.core.reference_fixes import spec_fixes
     from compstack.ops._registry import lookup
 
     seen: dict[str, type] = {}
@@ -129,4 +131,5 @@ def reference_ops(proto: onnx.ModelProto) -> list[type]:
             op = lookup(node.domain, node.op_type)
             if op is not None:
                 seen[key] = reference_class(op)
-    return list(seen.values())
+    used = {n.op_type for n in nodes if n.domain in ("", "ai.onnx")}
+    return [*seen.values(), *(fix for fix in spec_fixes() if fix.__name__ in used)]

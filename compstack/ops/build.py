@@ -164,6 +164,13 @@ def _ops_cache(cache_dir: Path | None) -> Path:
     return open_store(cache_dir).kind_dir("ops")
 
 
+def _refused(folder: Path, cache_dir: Path | None) -> bool:
+    """The store's owner and mode rule for the library's folder (:mod:`compstack.core.ownership`)."""
+    from compstack.core.store import open_store
+
+    return open_store(cache_dir).refused("ops", folder)[0]
+
+
 def _lock(path: Path) -> object:
     import fcntl
 
@@ -228,6 +235,10 @@ def ensure_built(
     inc, jaxlib = _jaxlib_include()
     key = build_key(extra_sources, extra_cuda_sources, cuda, cxx, jaxlib)
     folder = _ops_cache(cache_dir) / key
+    if _refused(folder, cache_dir):  # another user's (or --shared-store): built in a private folder
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix=f"compstack-ops-{os.getpid()}-")) / key
     lib = _read(folder, key)
     if lib is not None:
         return lib

@@ -20,7 +20,7 @@ from typing import Any
 from compstack.core.errors import UserError
 from compstack.report import svg
 
-__all__ = ["ConformanceData", "RunData", "load_run", "render", "render_sweep", "sweep_line", "write_report",
+__all__ = ["ConformanceData", "RunData", "load_run", "newest_is_sweep", "render", "render_sweep", "sweep_line", "write_report",
            "write_sweep_report"]
 
 _TEMPLATE = Path(__file__).parent / "templates" / "report.html.j2"
@@ -157,6 +157,25 @@ def _run_ids(conn: sqlite3.Connection, tables: set[str]) -> list[tuple[str, str]
                  conn.execute("SELECT run_id, MAX(created) FROM conformance_runs GROUP BY run_id")]
     ordered = sorted(runs, key=lambda r: -(r[0] or 0.0))
     return list(dict.fromkeys((rid, kind) for _, rid, kind in ordered))
+
+
+def newest_is_sweep(db: Path) -> bool:
+    """Whether the newest run in ``db`` is part of a sweep (then ``report --last`` shows the
+    sweep's matrix, not its last sub-run alone). False for no database or no run."""
+    if not db.is_file():
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        runs = _run_ids(conn, tables)
+        cols = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
+        if not runs or runs[0][1] != "compare" or "sweep_id" not in cols:
+            return False
+        row = conn.execute("SELECT sweep_id FROM results WHERE run_id = ? AND sweep_id != '' LIMIT 1",
+                           (runs[0][0],)).fetchone()
+        return row is not None
+    except sqlite3.Error:
+        return False
 
 
 def _target_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

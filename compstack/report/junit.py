@@ -1,9 +1,10 @@
 """JUnit XML for CI systems (Jenkins, GitLab, GitHub test reporters): ``--junit FILE``.
 
-``compare``: one ``<testsuite>`` per model, one ``<testcase>`` per target
-(``classname`` ``compstack.analysis.numerics.<model>``, the model's name with every character but
-letters, digits, ``_`` and ``-`` made ``_``; ``name`` the target; ``time`` this run's
-compile seconds, 0 for an artifact from the cache).
+``compare``: one ``<testsuite>`` per model (``name`` ``compstack compare <model>``), one
+``<testcase>`` per target (``classname`` ``compstack.compare.<model>``, the model's name with
+every character but letters, digits, ``_`` and ``-`` made ``_``; ``name`` the target; ``time``
+the seconds this run spent on the row: compile (0 for an artifact from the cache) plus the
+timed runs, ``mean x runs``).
 ``conformance``: one ``<testsuite>`` per target, one ``<testcase>`` per ONNX node test
 (``classname`` ``compstack.conformance.<target>``).
 
@@ -14,7 +15,8 @@ Mapping, following the exit status of each command:
   ``<failure>``;
 - failed, crashed, timeout, oom: ``<error>`` (compare); conformance reports every
   unexpected failure as ``<failure>``, its status in ``type``;
-- unsupported, unavailable, and conformance failures listed in the XFAIL file:
+- unsupported, unavailable, reference-suspect, undefined (not judged: the oracle or the model
+  is at fault), and conformance failures listed in the XFAIL file:
   ``<skipped>`` with the reason.
 
 Every ``<failure>``/``<error>``/``<skipped>`` carries ``type`` = the status, ``message`` =
@@ -34,12 +36,15 @@ from compstack.core.errors import UserError
 __all__ = ["compare_junit", "conformance_junit", "write_junit"]
 
 _ERRORS = ("failed", "crashed", "timeout", "oom")
-_SKIPPED = ("unsupported", "unavailable")
+_SKIPPED = ("unsupported", "unavailable", "reference-suspect", "undefined")
 
 
 def _clean(text: str) -> str:
-    """Drop characters XML 1.0 cannot hold (control characters from a stack's log)."""
-    return "".join(c for c in text if c in "\t\n\r" or ord(c) >= 0x20)
+    """Characters XML 1.0 cannot hold (control characters from a stack's log, U+FFFF in a
+    model's output name) written as their escapes (:func:`compstack.core.sanitize.xml_text`)."""
+    from compstack.core.sanitize import xml_text
+
+    return xml_text(text)
 
 
 def _outcome(case: ET.Element, kind: str, status: str, stage: str, error: str) -> None:
@@ -83,9 +88,10 @@ def compare_junit(report: Any) -> str:
     cases = []
     total = 0.0
     for r in report.results:
-        seconds = (r.compile_s or 0.0) if not r.cached else 0.0
+        lat = r.latency_ms or {}
+        seconds = ((r.compile_s or 0.0) if not r.cached else 0.0) + (lat.get("mean") or 0.0) * (lat.get("runs") or 0) / 1e3
         total += seconds
-        case = ET.Element("testcase", {"classname": f"compstack.analysis.numerics.{model}", "name": r.target,
+        case = ET.Element("testcase", {"classname": f"compstack.compare.{model}", "name": r.target,
                                        "time": f"{seconds:.3f}"})
         if r.status == "mismatch":
             _outcome(case, "failure", r.status, r.stage, r.error)
@@ -93,7 +99,6 @@ def compare_junit(report: Any) -> str:
             _outcome(case, "error", r.status, r.stage, r.error)
         elif r.status in _SKIPPED:
             _outcome(case, "skipped", r.status, r.stage, r.error)
-        lat = r.latency_ms or {}
         lines = [f"compile_s: {r.compile_s}", f"latency_median_ms: {lat.get('median')}"]
         lines += [f"{o['name']}: max_abs_err {o['max_abs_err']} max_rel_err {o['max_rel_err']} ok {o['ok']}"
                   for o in r.outputs]
@@ -102,7 +107,8 @@ def compare_junit(report: Any) -> str:
     root = ET.Element("testsuites")
     props = {"run_id": report.run_id, "fingerprint": report.model.get("fingerprint", ""),
              "reference": report.reference.get("target", "")}
-    _suite(root, f"compstack.analysis.numerics.{model}", cases, props, total, _timestamp(report.started))
+    _suite(root, f"compstack compare {report.model.get('name') or 'model'}", cases, props, total,
+           _timestamp(report.started))
     return _serialise(_document(list(root)))
 
 

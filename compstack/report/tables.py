@@ -6,71 +6,163 @@ keeps only the table. Everything here is presentation; no measuring happens here
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 import numpy as np
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from compstack.analysis.verdict import shown_status
 from compstack.core.results import Report, Result
+from compstack.core.sanitize import MAX_SHOWN, terminal  # model-sourced text: inert (core.sanitize)
+from compstack.core.sanitize import rich_text as escape
 
-__all__ = ["Progress", "print_report", "print_outputs", "print_targets", "print_zoo", "target_rows",
-           "print_pass_timing", "print_unified"]
+__all__ = ["Progress", "stdout_console", "print_report", "print_outputs", "print_targets", "print_zoo", "target_rows",
+           "print_pass_timing", "print_unified", "print_real_zoo"]
 
 _STYLE = {"ok": "green", "mismatch": "red", "unsupported": "yellow", "failed": "red", "crashed": "red bold",
-          "timeout": "red", "oom": "red", "unavailable": "dim"}
+          "timeout": "red", "oom": "red", "unavailable": "dim", "imprecise": "green dim", "reference-suspect": "magenta",
+          "undefined": "yellow"}
 
 
 class Progress:
-    """A spinner on stderr naming the job that runs, and a line per finished job."""
+    """Progress on stderr: on a terminal a rich spinner naming the target, its stage and
+    elapsed time; otherwise (piped, a log, a CI job) one line per event
+    (``[ELAPSED s] TARGET: STAGE``), plus a ``still in STAGE`` line every
+    :attr:`HEARTBEAT_S` seconds of one stage, so no command is silent for 30 s. A line per
+    finished job either way. ``--json`` changes only stdout (issue #23, part 3).
+
+    Args:
+        enabled: show anything at all (False: nothing, for callers with their own display).
+    """
+
+    #: Seconds between ``still in STAGE`` lines of one long stage.
+    HEARTBEAT_S = 25.0
 
     def __init__(self, enabled: bool = True) -> None:
         self.console = Console(stderr=True)
-        self.enabled = enabled and self.console.is_terminal
         self.quiet = not enabled
+        self.enabled = enabled and self.console.is_terminal
+        self.lines = enabled and not self.console.is_terminal
         self._status: Any = None
-        self._t0 = 0.0
+        self._t0 = self._stage_t0 = self._c0 = time.monotonic()  # _c0: the command's clock, for event lines
+        self._target, self._stage = "", ""
+        self._pending: tuple[str, float] | None = None  # a status line not printed yet (see status)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        self._events: Any = None
 
     def __enter__(self) -> "Progress":
+        from compstack.run.events import listening
+
         if self.enabled:
             self._status = self.console.status("starting")
             self._status.__enter__()
+        if not self.quiet:
+            self._events = listening(self.stage)
+            self._events.__enter__()
+            self._beat = threading.Thread(target=self._heartbeat, name="compstack-progress", daemon=True)
+            self._beat.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._events is not None:
+            self._events.__exit__(*exc)
         if self._status is not None:
             self._status.__exit__(*exc)
 
     def status(self, text: str) -> None:
+        """Show ``text`` (``importing MODEL``) as what runs now. Off a terminal its line waits
+        until the next event, or :attr:`PENDING_S` seconds: a bad input found at once keeps
+        its error the one line on stderr."""
+        self._update(text)
+        self._target, self._stage, self._stage_t0 = text, "", time.monotonic()
+        with self._lock:
+            self._pending = (text, time.monotonic()) if self.lines else None
+
+    #: Seconds a status line may wait for the next event before it is printed anyway.
+    PENDING_S = 10.0
+
+    def _flush(self, older_than: float = 0.0) -> None:
+        with self._lock:
+            pending = self._pending
+            if pending is None or time.monotonic() - pending[1] < older_than:
+                return
+            self._pending = None
+        self._line(pending[0], pending[1])
+
+    def _update(self, text: str) -> None:
         if self._status is not None:
-            self._status.update(text)
+            self._status.update(escape(text))  # a model's path or name: inert on the terminal
+
+    def _line(self, text: str, at: float | None = None) -> None:
+        if self.lines:
+            since = (time.monotonic() if at is None else at) - self._c0
+            self.console.print(f"[{since:7.1f} s] {terminal(text)}", highlight=False,
+                               markup=False, soft_wrap=True)  # one line per event, however long: a log is read by line
 
     def start(self, target: str) -> None:
-        self._t0 = time.monotonic()
-        self.status(f"running {target}")
+        self._flush()
+        self._t0 = self._stage_t0 = time.monotonic()
+        self._target, self._stage = target, "start"
+        self._update(f"running {target}")
+        self._line(f"{target}: start")
+
+    def stage(self, name: str) -> None:
+        """The running job entered stage ``name`` (:func:`compstack.run.events.emit`)."""
+        self._flush()
+        self._stage, self._stage_t0 = name, time.monotonic()
+        self._update(f"running {self._target}: {name}")
+        self._line(f"{self._target}: {name}")
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(min(self.PENDING_S, self.HEARTBEAT_S / 5)):
+            self._flush(older_than=self.PENDING_S)
+            since = time.monotonic() - self._stage_t0
+            if self._target and since >= self.HEARTBEAT_S:
+                self._stage_t0 = time.monotonic()
+                what = f"{self._target}: {self._stage}" if self._stage else self._target
+                self._update(f"{what} ({time.monotonic() - self._t0:.0f} s)")
+                self._line(f"{self._target}: still in {self._stage}" if self._stage else f"{what}: still running")
 
     def done(self, result: Result) -> None:
+        self._flush()
+        self._target = ""
         if self.quiet:
             return
-        style = _STYLE.get(result.status, "")
-        self.console.print(f"  {result.target:<16} [{style}]{result.status}[/] "
-                           f"({time.monotonic() - self._t0:.1f} s)", highlight=False)
+        from compstack.report.compact import status_cell
+
+        self.console.print(f"  {escape(result.target):<16} {status_cell(result.status, _STYLE)} "
+                           f"({time.monotonic() - self._t0:.1f} s)", highlight=False, soft_wrap=True)
 
 
-def _console() -> Console:
+def _console(highlight: bool = True) -> Console:
     """stdout console; when piped, wide enough for the tables (rich defaults to 80)."""
-    c = Console()
-    return c if c.is_terminal else Console(width=200)
+    c = Console(highlight=highlight)
+    return c if c.is_terminal else Console(width=200, highlight=highlight)
+
+
+#: The stdout console every command's tables use (public name of :func:`_console`).
+stdout_console = _console
 
 
 def _fmt(x: float | None, spec: str = ".3g") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def print_report(report: Report, console: Console | None = None) -> None:
-    """The comparison table: one row per target."""
+def print_report(report: Report, console: Console | None = None, wide: bool = False) -> None:
+    """The comparison table: one row per target.
+
+    On a terminal the compact table (:func:`compstack.report.compact.print_compact`: fits
+    80 columns); with ``wide`` or on a pipe every column, at the width the table needs
+    (never a figure elided: a terminal too narrow wraps the lines instead).
+    """
+    from compstack.report.compact import duration, max_abs_err, print_compact
+
     console = console or _console()
     m = report.model
     ref = report.reference
@@ -79,50 +171,95 @@ def print_report(report: Report, console: Console | None = None) -> None:
         ref_text += f", fallback from {ref['fallback_from']}"
     if ref.get("program"):
         ref_text += f", {ref['program']}"
-    console.print(f"[bold]{m['name']}[/]  {m['nodes']} nodes, {m['params']:,} params, "
-                  f"fingerprint {m['fingerprint']}; reference: {ref_text}", highlight=False)
+    forms = {_form_word(r.flags) for r in report.results} - {""}
+    common = forms.pop() if len(forms) == 1 else ""  # one form for all: said once, above the table
+    console.print(f"[bold]{escape(str(m['name']), MAX_SHOWN)}[/]  {m['nodes']} nodes, {m['params']:,} params, "
+                  f"fingerprint {m['fingerprint']}; reference: {escape(ref_text)}"
+                  + (f"; every stack got the model {escape(common)}" if common else ""), highlight=False)
+    notes = {r.target: _row_notes(r) for r in report.results}
+    labels = {r.target: _label(r, common) for r in report.results}
+    if not wide and console.is_terminal:
+        print_compact(report, notes, labels, console, _STYLE)
+        _print_warnings(report, console)
+        return
     table = Table()
-    for col, just in (("target", "left"), ("status", "left"), ("compile s", "right"),
-                      ("median ms", "right"), ("95% CI ms", "right"), ("p10 ms", "right"), ("p90 ms", "right"),
-                      ("cv", "right"), ("iqr/med", "right"), ("threads", "right"),
+    for col, just in (("target", "left"), ("status", "left"), ("compile", "right"),
+                      ("median", "right"), ("95% CI", "right"), ("p10", "right"), ("p90", "right"),
+                      ("cv", "right"), ("iqr/med", "right"), ("threads", "right"), ("peak MiB c/r", "right"),
                       ("max abs err", "right"), ("max rel err", "right")):
-        table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
-    footnotes: list[str] = []
+        table.add_column(col, justify=just, no_wrap=col != "target", overflow="fold")  # type: ignore[arg-type]
+    from compstack.report.compact import footnote_marks, status_cell
+
+    table.add_column("notes", overflow="fold")
+    marks, texts = footnote_marks(notes)
     for r in report.results:
         lat = r.latency_ms or {}
-        abs_err = max((o["max_abs_err"] or 0.0 for o in r.outputs), default=None) if r.outputs else None
         rel_err = max((o["max_rel_err"] or 0.0 for o in r.outputs), default=None) if r.outputs else None
-        notes = list(r.notes)
-        if r.error:
-            notes.insert(0, f"{r.stage}: {r.error}" if r.stage else r.error)
-        if r.cached:
-            notes.append("artifact from cache (compile s is the original compile)")
-        if r.flags.get("native_note"):
-            notes.append(str(r.flags["native_note"]))
-        if r.flags.get("tuned") is False:
-            notes.append("untuned: default schedules, no auto-tuning")
-        if r.flags.get("model_form_reason"):
-            notes.append(str(r.flags["model_form_reason"]))
-        footnotes.extend(f"[bold]{r.target}[/]: {n}" for n in notes)
-        path = r.flags.get("path")  # XLA/Inductor: native or translated (see targets/_twopath.py)
-        form = _form_word(r.flags)
-        words = ", ".join(w for w in (path, form) if w)
-        label = f"{r.target} [dim]{escape(words)}[/]" if words else r.target
-        if r.flags.get("tuned"):
-            notes.append(f"tuned: {r.flags.get('tuning', {}).get('summary', 'auto-tuned schedules')}")
-        table.add_row(label, f"[{_STYLE.get(r.status, '')}]{r.status}[/]",
-                      _fmt(r.compile_s, ".2f"), _fmt(lat.get("median"), ".4g"), _ci(lat), _fmt(lat.get("p10"), ".4g"),
-                      _fmt(lat.get("p90"), ".4g"), _fmt(lat["cv"] * 100, ".1f") + "%" if lat else "-",
+        table.add_row(labels[r.target], status_cell(shown_status(r.status, r.outputs), _STYLE),
+                      duration(None if r.compile_s is None else r.compile_s * 1e3), duration(lat.get("median")),
+                      _ci(lat), duration(lat.get("p10")), duration(lat.get("p90")),
+                      _fmt(lat["cv"] * 100, ".1f") + "%" if lat else "-",
                       _fmt(lat["iqr_rel"] * 100, ".1f") + "%" if lat.get("iqr_rel") is not None else "-",
-                      _threads(r.flags.get("threads")), _fmt(abs_err, ".2e"), _fmt(rel_err, ".2e"))
-    console.print(table)
+                      _threads(r.flags.get("threads")), _peak(r), _fmt(max_abs_err(r), ".2e"), _fmt(rel_err, ".2e"),
+                      marks.get(r.target, ""))
+    _print_unsqueezed(console, table)
+    for i, text in enumerate(texts, 1):
+        console.print(f"  [bold]{i}[/] {escape(text)}", highlight=False, soft_wrap=True)
     for pair in report.latency_comparison()["pairs"]:
         verdict = {True: "significant", False: "not significant (95 % CIs overlap)", None: "no CI"}[pair["significant"]]
-        footnotes.append(f"{pair['faster']} faster than {pair['slower']}: x{pair['ratio']:.2f}, {verdict}")
-    for note in footnotes:
-        console.print("  " + note, highlight=False, soft_wrap=True)
+        console.print(f"  {pair['faster']} faster than {pair['slower']}: x{pair['ratio']:.2f}, {verdict}",
+                      highlight=False, soft_wrap=True)
+    _print_warnings(report, console)
+
+
+def _print_unsqueezed(console: Console, table: Table) -> None:
+    """Print ``table`` at the width it needs even when that is wider than ``console``
+    (a narrow terminal then wraps its lines; rich would elide cells to fit instead)."""
+    need = table.__rich_measure__(console, console.options.update_width(10_000)).maximum
+    width = console.width
+    console.width = max(width, need)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+
+
+def _print_warnings(report: Report, console: Console) -> None:
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+
+
+def _row_notes(r: Result) -> list[str]:
+    """A row's notes for the table (plain text): its error, the cache, path and tuning remarks."""
+    notes = list(r.notes)
+    if r.error:
+        notes.insert(0, f"{r.stage}: {r.error}" if r.stage else r.error)
+    if r.cached:
+        notes.append("artifact from cache (its compile time is the original lower + compile)")
+    if r.flags.get("native_note"):
+        notes.append(str(r.flags["native_note"]))
+    if r.flags.get("tuned") is False:
+        notes.append("untuned: default schedules, no auto-tuning")
+    elif r.flags.get("tuned"):
+        notes.append(f"tuned: {r.flags.get('tuning', {}).get('summary', 'auto-tuned schedules')}")
+    if r.flags.get("model_form_reason"):
+        notes.append(str(r.flags["model_form_reason"]))
+    return notes
+
+
+def _label(r: Result, common_form: str = "") -> str:
+    """The target cell: the name and, dim, the path (XLA/Inductor: native or translated, see
+    targets/_twopath.py) and the model form (unless it is ``common_form``, said above)."""
+    form = _form_word(r.flags)
+    words = ", ".join(w for w in (r.flags.get("path"), "" if form == common_form else form) if w)
+    return f"{escape(r.target)} [dim]{escape(words)}[/]" if words else escape(r.target)
+
+
+def _peak(r: Result) -> str:
+    """Peak RSS of compile / run, MiB (``-`` where not measured)."""
+    if r.peak_rss_compile_mb is None and r.peak_rss_run_mb is None:
+        return "-"
+    return f"{_fmt(r.peak_rss_compile_mb, '.0f')}/{_fmt(r.peak_rss_run_mb, '.0f')}"
 
 
 def _form_word(flags: dict[str, Any]) -> str:
@@ -138,8 +275,10 @@ def _form_word(flags: dict[str, Any]) -> str:
 
 
 def _ci(lat: dict[str, Any]) -> str:
+    from compstack.report.compact import duration
+
     ci = lat.get("ci95")
-    return f"{ci[0]:.4g}-{ci[1]:.4g}" if ci else "-"
+    return f"{duration(ci[0])}-{duration(ci[1])}" if ci else "-"
 
 
 def _threads(info: dict[str, Any] | None) -> str:
@@ -162,7 +301,7 @@ def print_outputs(report: Report, console: Console | None = None) -> None:
     for key, arr in report.arrays.items():
         a = np.asarray(arr)
         num = a.size and np.issubdtype(a.dtype, np.number)
-        table.add_row(key, str(a.dtype), str(list(a.shape)),
+        table.add_row(escape(key), str(a.dtype), str(list(a.shape)),
                       _fmt(float(a.min())) if num else "-", _fmt(float(a.max())) if num else "-",
                       _fmt(float(a.mean())) if num else "-")
     console.print(table)
@@ -235,6 +374,22 @@ def print_zoo(rows: list[dict[str, Any]], console: Console | None = None) -> Non
     console.print(table)
 
 
+def print_real_zoo(rows: list[dict[str, Any]], console: Console | None = None) -> None:
+    """The real tier (rows of :func:`compstack.frontends.zoo.real_info`): model, family,
+    parameters in millions, source library and version, inputs, published checkpoint."""
+    console = console or _console()
+    table = Table(title=f"zoo, tier real ({len(rows)} models)")
+    for col, just in (("model", "left"), ("family", "left"), ("params M", "right"), ("source", "left"),
+                      ("inputs", "left"), ("published", "left")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in rows:
+        inputs = ", ".join(f"{i['name']}: {i['dtype']}[{','.join(str(d) for d in i['shape'])}]" for i in r["inputs"])
+        src = r["source"]
+        table.add_row(r["name"], r["family"], f"{r['params'] / 1e6:.1f}", f"{src['library']} {src['version']}",
+                      inputs, r["published"])
+    console.print(table)
+
+
 def print_pass_timing(rows: list[dict[str, Any]], saved: Any, top: int = 25, console: Console | None = None) -> None:
     """The slowest passes (wall s, share of the total); the full list is in ``saved``."""
     console = console or _console()
@@ -300,8 +455,8 @@ def print_conformance(report: Any, console: Console | None = None) -> None:
                           highlight=False)
         for case in s.regressions[:20]:
             row = next(r for r in report.rows if r["target"] == s.target and r["case"] == case)
-            console.print(f"  [red]regression[/] {s.target} {case}: {row['status']} at {row['stage']}: "
-                          f"{row['error'][:160]}", highlight=False, soft_wrap=True)
+            console.print(f"  [red]regression[/] {s.target} {escape(case)}: {row['status']} at {row['stage']}: "
+                          f"{escape(row['error'], 160)}", highlight=False, soft_wrap=True)
         for case in s.fixed[:20]:
             console.print(f"  [green]fixed[/] {s.target} {case}", highlight=False)
 

@@ -9,12 +9,12 @@ import re
 from typing import Any, Sequence
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from compstack.analysis.fusion.analysis import MissedPair, NodeTime, PartitionDiff
 from compstack.analysis.fusion.roofline import Peak, place
 from compstack.analysis.kernels import SCHEMA_VERSION, GraphIndex
+from compstack.core.sanitize import rich_text as escape  # model-sourced text: inert (core.sanitize)
 
 __all__ = ["print_summary", "print_nodes", "print_partitions", "print_missed", "print_profile", "print_by_node",
            "to_json", "roofline_rows"]
@@ -59,7 +59,7 @@ def print_summary(rows: Sequence[Any], index: GraphIndex, title: str, console: C
             table.add_row(r.target, r.status, str(len(km.kernels)), str(kinds["generated"]), str(kinds["library"]),
                           str(kinds["copy"]), f"{km.coverage:.1%}", str(len(km.unmapped)), str(inferred))
             notes.append(f"[bold]{r.target}[/]: mapping from {escape(km.source)}")
-            notes.extend(f"[bold]{r.target}[/]: unmapped {u.node} ({u.op}): {escape(u.reason)}" for u in km.unmapped)
+            notes.extend(f"[bold]{r.target}[/]: unmapped {escape(u.node)} ({escape(u.op)}): {escape(u.reason)}" for u in km.unmapped)
             notes.extend(f"[bold]{r.target}[/]: {escape(n)}" for n in km.notes)
         if r.error:
             notes.append(f"[bold]{r.target}[/]: {r.status} in {r.stage}: {escape(r.error.splitlines()[0][:300])}")
@@ -96,7 +96,7 @@ def print_nodes(rows: Sequence[Any], index: GraphIndex, console: Console | None 
         return items[0] + (f" +{len(items) - 1}" if len(items) > 1 else "")
 
     for n in index.compute:
-        table.add_row(_short(n, 40), _short(index.op(n), 18),
+        table.add_row(escape(_short(n, 40)), escape(_short(index.op(n), 18)),
                       *[escape(cell(cells.get(n, {}).get(t, ["-"]))) for t, _ in maps])
     console.print(table)
 
@@ -178,16 +178,20 @@ def print_profile(row: Any, peak: Peak | None, console: Console | None = None) -
     e2e = prof.end_to_end
     ratio = prof.sum_over_e2e
     cv = prof.kernel_sum.get("cv")
-    line = f"  sum of kernel times: median {prof.kernel_sum['median']:.4f} ms/run" + \
+    stat = prof.kernel_sum.get("of", "median")  # "mean" where the profiler gives per-kernel means (OpenVINO)
+    what = "median" if stat == "median" else "sum of the kernels' means"
+    line = f"  sum of kernel times: {what} {prof.kernel_sum['median']:.4f} ms/run" + \
         (f" (cv {cv:.0%})" if cv is not None else "")
-    line += (f"; end-to-end (profiler off): median {e2e['median']:.4f} ms (cv {e2e['cv']:.0%}, {e2e['runs']} runs)"
+    e2e_v = e2e.get(stat) if e2e and e2e.get(stat) is not None else (e2e or {}).get("median")
+    line += (f"; end-to-end (profiler off): {stat} {e2e_v:.4f} ms (cv {e2e['cv']:.0%}, {e2e['runs']} runs)"
              if e2e else "; end-to-end: not measured")
     if ratio is not None:
         line += f"; kernel sum / end-to-end = {ratio:.2f}"
     console.print(line, highlight=False, soft_wrap=True)
     if prof.profiled_run:
         run_ratio = prof.sum_over_profiled_run
-        console.print(f"  profiled run (profiler on): median {prof.profiled_run['median']:.4f} ms"
+        run_v = prof.profiled_run.get(stat) if prof.profiled_run.get(stat) is not None else prof.profiled_run["median"]
+        console.print(f"  profiled run (profiler on): {stat} {run_v:.4f} ms"
                       + (f"; kernel sum / profiled run = {run_ratio:.2f}" if run_ratio is not None else ""),
                       highlight=False)
     problems = prof.inconsistencies()
@@ -241,7 +245,7 @@ def print_by_node(times: Sequence[NodeTime], targets: Sequence[str], console: Co
             v = row.ms.get(t)
             mark = "†" if row.method.get(t) in ("even", "mixed") else ""
             cells.append("-" if v is None else f"{v:.4f}{mark}")
-        table.add_row(_short(row.node, 44), row.op, *cells)
+        table.add_row(escape(_short(row.node, 44)), escape(row.op), *cells)
     sums = [sum(r.ms.get(t) or 0.0 for r in times) for t in targets]
     table.add_row("[bold]sum[/]", "", *[f"{s:.4f}" for s in sums])
     console.print(table)

@@ -126,12 +126,13 @@ def _torch_peaks(n: int, mib: int, repeats: int) -> tuple[dict[str, float] | Non
     """torch's GEMM and copy peaks from a subprocess; ``(None, why)`` without torch."""
     import importlib.util
     import subprocess
-    import sys
+
+    from compstack.core.procs import python_code_argv
 
     if importlib.util.find_spec("torch") is None:
         return None, "torch not installed: numpy only"
     try:
-        proc = subprocess.run([sys.executable, "-c", _TORCH_PEAK, str(n), str(mib), str(repeats)],
+        proc = subprocess.run(python_code_argv(_TORCH_PEAK, str(n), str(mib), str(repeats)),
                               capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
         return None, "torch peak measurement timed out (300 s): numpy only"

@@ -37,6 +37,7 @@ cache miss only (a JAX model never imports torch).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 from collections.abc import Callable
@@ -46,10 +47,11 @@ from typing import Any
 
 from compstack.analysis.opstats import op_stats
 from compstack.core import ir as cir
-from compstack.core.errors import UserError
-from compstack.frontends.zoo import _cache
+from compstack.core.errors import ExportError, UserError
+from compstack.frontends.zoo import _cache, _real
 
-__all__ = ["ZOO_VERSION", "default_cache_dir", "describe", "framework", "info", "load", "names", "native"]
+__all__ = ["TIERS", "ZOO_VERSION", "default_cache_dir", "describe", "framework", "info", "load", "names", "native",
+           "real_info", "tier"]
 
 #: Bump when a builder changes (config, seed, inputs, wrapper): invalidates caches.
 ZOO_VERSION = 1
@@ -61,6 +63,8 @@ class _Entry:
     description: str
     extra_dists: tuple[str, ...] = ()
     framework: str = "torch"  # "torch" (Built), "jax" (JaxBuilt), or tf/paddle/mindspore (a file's build())
+    tier: str = "toy"  # "toy" (small, for tests) or "real" (published size, compstack.frontends.zoo._real)
+    arg: str = ""  # passed to the builder when set (the real tier's one builder takes the name)
 
 
 _MODELS: dict[str, _Entry] = {
@@ -105,22 +109,77 @@ _MODELS: dict[str, _Entry] = {
                      framework="mindspore"),
 }
 
+_MODELS.update({
+    name: _Entry("compstack.frontends.zoo._real_build:build", f"{s.family}: {s.published}",
+                 extra_dists=(s.library,) if s.library not in ("torch", "transformers") else (), tier="real", arg=name)
+    for name, s in _real.REAL.items()})
+
 #: Frameworks whose zoo models run in the framework's own process (never imported here).
 _FOREIGN = ("tf", "paddle", "mindspore")
 
+#: The zoo's tiers: ``toy`` (small models for tests), ``real`` (published sizes), ``all``.
+TIERS = ("toy", "real", "all")
 
-def names(available_only: bool = False) -> list[str]:
+
+def names(available_only: bool = False, tier: str = "toy") -> list[str]:
     """Names of the zoo models, in table order (``mlp``, ``cnn``, ``bert``...).
 
     Args:
         available_only: leave out the TensorFlow/Paddle/MindSpore models whose framework
             is not available here (see :func:`compstack.frontends.from_framework.probe`).
+        tier: ``toy`` (default: the small models), ``real`` (the published-size
+            architectures of :mod:`compstack.frontends.zoo._real`) or ``all``.
+
+    Raises:
+        UserError: an unknown tier.
     """
+    if tier not in TIERS:
+        raise UserError(f"unknown zoo tier {tier!r} (known: {', '.join(TIERS)})")
+    chosen = [n for n, e in _MODELS.items() if tier == "all" or e.tier == tier]
     if not available_only:
-        return list(_MODELS)
+        return chosen
     from compstack.frontends.from_framework import probe
 
-    return [n for n, e in _MODELS.items() if e.framework not in _FOREIGN or probe(e.framework)[0]]
+    return [n for n in chosen if _MODELS[n].framework not in _FOREIGN or probe(_MODELS[n].framework)[0]]
+
+
+def tier(name: str) -> str:
+    """``toy`` or ``real``: the tier of a zoo model; builds nothing.
+
+    Raises:
+        UserError: unknown name.
+    """
+    return _entry(name)[1].tier
+
+
+def real_info(name: str) -> dict[str, Any]:
+    """Summary of a real-tier model from its metadata alone (no build, no torch import).
+
+    Returns:
+        A JSON-ready dict: ``name`` (``zoo:NAME``), ``tier`` (``"real"``), ``family``,
+        ``params`` (exact parameter count of the library model), ``source``
+        (``{"library", "version", "model", "config"}``, the version read from the
+        installed distribution, ``"none"`` when absent), ``published`` (the checkpoint
+        whose architecture it is), ``inputs`` (``name``, ``dtype``, ``shape``, ``range``),
+        ``settings`` (``batch``, ``seq``/``image``/``samples``), ``opset`` and
+        ``description``.
+
+    Raises:
+        UserError: unknown name, or a name of the toy tier.
+    """
+    short, entry = _entry(name)
+    if entry.tier != "real":
+        raise UserError(f"zoo model '{short}' is of the toy tier; real_info takes a real-tier name")
+    s = _real.REAL[short]
+    return {
+        "name": f"zoo:{short}", "tier": "real", "family": s.family, "params": s.params,
+        "source": {"library": s.library, "version": _cache.versions((s.library,))[s.library],
+                   "model": s.model, "config": s.config},
+        "published": s.published,
+        "inputs": [{"name": i.name, "dtype": i.dtype, "shape": list(i.shape), "range": [i.low, i.high]}
+                   for i in s.inputs],
+        "settings": s.settings(), "opset": s.opset or cir.DEFAULT_OPSET, "description": entry.description,
+    }
 
 
 def _builder_file(entry: _Entry) -> tuple[Path, str]:
@@ -139,7 +198,9 @@ def _entry(name: str) -> tuple[str, _Entry]:
     """
     short = name.removeprefix("zoo:")
     if short not in _MODELS:
-        raise UserError(f"unknown zoo model {short!r} (known: {', '.join(_MODELS)})")
+        toys = ", ".join(n for n, e in _MODELS.items() if e.tier == "toy")
+        raise UserError(f"unknown zoo model {short!r} (known: {toys}; "
+                        f"{len(_real.REAL)} real-tier models: compstack zoo --tier real)")
     return short, _MODELS[short]
 
 
@@ -163,14 +224,16 @@ def _code_files(entry: _Entry) -> list[Path]:
     module = entry.builder.split(":")[0]
     frontends = {"jax": ("compstack.frontends.from_jax",), "torch": ("compstack.frontends.from_torch",)}.get(
         entry.framework, ("compstack.frontends.from_framework", "compstack.frontends._framework_worker"))
+    own = (module, "compstack.frontends.zoo._real") if entry.tier == "real" else (module,)
     files = [importlib.util.find_spec(m) for m in
-             (module, "compstack.frontends.zoo._common", *frontends, "compstack.core.ir")]
+             (*own, "compstack.frontends.zoo._common", *frontends, "compstack.core.ir")]
     return [Path(spec.origin) for spec in files if spec is not None and spec.origin]
 
 
 def _builder(entry: _Entry) -> Callable[[], Any]:
     module, func = entry.builder.split(":")
-    return getattr(importlib.import_module(module), func)
+    fn = getattr(importlib.import_module(module), func)
+    return functools.partial(fn, entry.arg) if entry.arg else fn
 
 
 def load(name: str, cache_dir: str | Path | None = None, *, rebuild: bool = False) -> cir.SourceModel:
@@ -245,12 +308,27 @@ def _build(short: str, entry: _Entry) -> cir.SourceModel:
 
     # fork_rng: builders seed torch's global RNG; the caller's RNG state is restored.
     with torch.random.fork_rng(devices=[]), quiet():
-        built = _builder(entry)()
+        built = _built(short, entry)
+    opset = {"opset": built.opset} if built.opset else {}
     source = import_torch(built.module, built.inputs, name=f"zoo:{short}",
-                          output_names=built.output_names or None)
+                          output_names=built.output_names or None, **opset)
     source.origin = "zoo"
     source.val_ranges = dict(built.val_ranges)
     return source
+
+
+def _built(short: str, entry: _Entry) -> Any:
+    """Run a torch builder; a real-tier builder that raises is an :class:`ExportError` at
+    stage ``build`` (one row per target), not a traceback."""
+    if entry.tier != "real":
+        return _builder(entry)()
+    try:
+        return _builder(entry)()
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the library's constructor: its failure becomes the rows' reason
+        line = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise ExportError(f"zoo:{short}: the builder failed: {type(exc).__name__}: {line}", "build") from exc
 
 
 def _need_jax(short: str) -> None:
@@ -315,7 +393,8 @@ def info(name: str, cache_dir: str | Path | None = None) -> dict[str, Any]:
     """Summary of a zoo model for ``compstack zoo`` (loads it, see :func:`load`).
 
     Returns:
-        A JSON-ready dict: ``name``, ``framework`` (``torch``/``jax``), ``description``, ``nodes`` (main-graph node
+        A JSON-ready dict: ``name``, ``tier`` (``toy``/``real``), ``framework`` (``torch``/``jax``),
+        ``description``, ``nodes`` (main-graph node
         count), ``params`` (elements of floating-point initializers),
         ``initializer_bytes``, ``ops`` (``op_type -> count``, most frequent first),
         ``inputs`` / ``outputs`` (``name``, ``dtype``, ``shape``), ``val_ranges`` and
@@ -330,6 +409,7 @@ def info(name: str, cache_dir: str | Path | None = None) -> dict[str, Any]:
     stats = op_stats(source.model)
     return {
         "name": f"zoo:{short}",
+        "tier": entry.tier,
         "framework": entry.framework,
         "description": entry.description,
         "nodes": stats.nodes,

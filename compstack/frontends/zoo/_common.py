@@ -21,12 +21,14 @@ class Built:
         val_ranges: ``(low, high)`` per input for random input generation (integer
             inputs: ``high`` is exclusive).
         output_names: names of the ONNX graph outputs.
+        opset: ONNX opset to export at (``None``: the frontend's default).
     """
 
     module: Any
     inputs: dict[str, Any]
     val_ranges: dict[str, tuple[float, float]]
     output_names: list[str] = field(default_factory=list)
+    opset: int | None = None
 
 
 @dataclass

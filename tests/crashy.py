@@ -1,7 +1,8 @@
 """Targets made to misbehave, for the isolation tests (imported by worker processes).
 
 Each wraps ort-cpu but breaks in ``run``: a segfault, a hang, or a memory hog; or, for
-``crash-latency``, a segfault only once timing starts. ``env-echo`` does not break: its
+``crash-latency``/``crash-latency-hang``, a segfault or a hang only once timing starts;
+``crash-slow`` is right but takes 0.4 s more per timed run. ``env-echo`` does not break: its
 flags show the worker's ``COMPSTACK_TEST_ENV`` and process id (a job's ``env`` reached it).
 """
 
@@ -43,7 +44,17 @@ class _CrashCompiled(_OrtCompiled):
     def prepare_impl(self, inputs):  # noqa: ANN001, ANN201
         if self.target.mode == "latency-segfault":  # runs fine once, dies while timing
             ctypes.string_at(0)
-        return super().prepare_impl(inputs)
+        call = super().prepare_impl(inputs)
+        if self.target.mode == "latency-hang":  # runs fine once, hangs while timing
+            return lambda: time.sleep(3600)
+        if self.target.mode == "slow":  # every timed run takes 0.4 s more
+
+            def slow():  # noqa: ANN202
+                time.sleep(0.4)
+                return call()
+
+            return slow
+        return call
 
 
 class _CrashLowered(_OrtLowered):
@@ -111,6 +122,14 @@ class StartHangTarget(_Base):
 
 class LatencySegfaultTarget(_Base):
     name, mode = "crash-latency", "latency-segfault"
+
+
+class LatencyHangTarget(_Base):
+    name, mode = "crash-latency-hang", "latency-hang"
+
+
+class SlowTarget(_Base):
+    name, mode = "crash-slow", "slow"
 
 
 class EnvEchoTarget(OrtCpuTarget):

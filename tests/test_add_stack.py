@@ -1,4 +1,4 @@
-"""Adding a stack (README, "Adding a stack"): a toy target defined under tests/ and registered
+"""Adding a stack (docs/adding-a-stack.md): a toy target defined under tests/ and registered
 from outside the package runs through ``compstack compare`` end to end, and shows up in every
 listing that asks targets for their capabilities; no module outside ``compstack/targets/``
 lists target names."""

@@ -45,7 +45,8 @@ def _same(a: Path, b: Path, key_a: str, key_b: str) -> None:
         np.testing.assert_allclose(outs_a[name], outs_b[name], rtol=1e-4, atol=1e-5, err_msg=name)
 
 
-@pytest.mark.parametrize("model", ["zoo:cnn", "zoo:bert"])
+# one model per frontend in CI (cnn, jax-mlp, jax-cnn); the transformers are slow (scripts/run_slow.py)
+@pytest.mark.parametrize("model", ["zoo:cnn", pytest.param("zoo:bert", marks=pytest.mark.slow)])
 def test_torch_model_on_xla_and_inductor_both_paths(model: str, env: dict[str, str], tmp_path: Path) -> None:
     native = _compare(model, "inductor-cpu,xla-cpu", env, tmp_path / "a.npz")
     assert native["inductor-cpu"]["flags"]["path"] == "native"
@@ -56,7 +57,8 @@ def test_torch_model_on_xla_and_inductor_both_paths(model: str, env: dict[str, s
     _same(tmp_path / "a.npz", tmp_path / "a.npz", "inductor-cpu", "xla-cpu")
 
 
-@pytest.mark.parametrize("model", ["zoo:jax-mlp", "zoo:jax-transformer", "zoo:jax-cnn"])
+@pytest.mark.parametrize("model", ["zoo:jax-mlp", pytest.param("zoo:jax-transformer", marks=pytest.mark.slow),
+                                   "zoo:jax-cnn"])
 def test_jax_model_on_inductor_and_xla_both_paths(model: str, env: dict[str, str], tmp_path: Path) -> None:
     targets = "xla-cpu,inductor-cpu" + (",ort-cpu,tvm-llvm,iree-llvm-cpu" if model == "zoo:jax-transformer" else "")
     native = _compare(model, targets, env, tmp_path / "a.npz")

@@ -16,7 +16,7 @@ from compstack import targets as registry
 from compstack.conformance import suite
 from compstack.conformance.cases import cases_path, load_cases, select
 from compstack.core.results import ResultsDB
-from conftest import run_cli
+from conftest import gone, run_cli
 
 for _name, _cls in [("crash-segfault", "SegfaultTarget"), ("crash-raise", "RaiseTarget")]:
     if _name not in registry.names():
@@ -204,7 +204,4 @@ def test_killed_run_keeps_its_finished_cases(isolated_env: Path, sig: int, statu
     assert (command, got, ended is None) == ("conformance", status, status == "running")
     (t,) = suite.trend(db_path)
     assert (t["target"], t["total"], t["passed"]) == ("ort-cpu", 2, 2)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() for w in workers):
-        time.sleep(0.2)
-    assert not any(Path(f"/proc/{w}").exists() for w in workers), "the hanging worker outlived the run"
+    assert all(gone(w, 20) for w in workers), "the hanging worker outlived the run"

@@ -16,7 +16,7 @@ import pytest
 
 from compstack.run.daemon import FRAMEWORK_ENV, _local_only, daemon_key, list_daemons, socket_dir, stop_daemons
 from compstack.run.jobs import Job
-from conftest import run_cli
+from conftest import PROGRESS, run_cli
 
 
 @pytest.fixture
@@ -49,6 +49,10 @@ def test_second_command_finds_the_daemon_and_its_warm_workers(mlp_onnx: Path, de
     [d2] = _status(default_env)
     assert d2["pid"] == d1["pid"] and d2["jobs"] == 6
     assert {w["target_ref"]: w["pid"] for w in d2["workers"]} == pids  # the same processes served both commands
+    for proc, stages in ((first, ("compile", "run")), (second, ("run",))):  # each job's stages reach its own
+        for name in ("ort-cpu", "xla-cpu"):                                     # client (the second compiles nothing)
+            for stage in stages:
+                assert any(ln.endswith(f"] {name}: {stage}") for ln in proc.stderr.splitlines()), proc.stderr
     rows1 = {r["target"]: r for r in json.loads(first.stdout)["results"]}
     rows2 = {r["target"]: r for r in json.loads(second.stdout)["results"]}
     for name in ("ort-cpu", "xla-cpu"):  # ort-cpu from the store, xla-cpu the program its worker kept
@@ -190,13 +194,15 @@ def test_socket_path_too_long_and_idle_zero_mean_an_in_command_pool(mlp_onnx: Pa
     assert p.returncode == 0 and "over the 107 a Unix socket allows" in p.stderr, p.stderr
     assert [r["status"] for r in json.loads(p.stdout)["results"]] == ["ok", "ok"]
     p = run_cli(*args, env={**default_env, "COMPSTACK_DAEMON_IDLE_S": "0"})
-    assert p.returncode == 0 and p.stderr == "", p.stderr  # asked for, not a fallback: nothing to say
+    said = [ln for ln in p.stderr.splitlines() if ln.strip() and not PROGRESS.match(ln)]
+    assert p.returncode == 0 and said == [], p.stderr  # asked for, not a fallback: nothing to say but progress
     assert _status(default_env) == []
 
 
 def test_daemon_key_follows_what_changes_results_and_nothing_else(monkeypatch: pytest.MonkeyPatch) -> None:
     base = daemon_key()
     monkeypatch.setenv("PWD", "/somewhere/else")  # another shell folder: same daemon
+    monkeypatch.setenv("PYENV_DIR", "/somewhere/else")  # pyenv's shim: the current folder
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "x")
     monkeypatch.setenv("ITERM_SESSION_ID", "w0t0p0")  # a terminal tab's own
     monkeypatch.setenv("COMPSTACK_EXECUTOR", "daemon")  # which executor, not what it computes

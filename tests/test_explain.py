@@ -20,9 +20,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compstack import targets as registry
+from compstack.analysis.verdict import judge
 from compstack.explain import explain, replay
-from compstack.explain.verdict import judge
-from conftest import TESTS
+from conftest import TESTS, said
 
 for _name, _cls in [("faulty-sin", "WrongSinTarget"), ("faulty-fused", "WrongFusionTarget"),
                     ("faulty-opt", "WrongOptimizerTarget"), ("faulty-xla-translation", "WrongTranslationTarget"),
@@ -89,8 +89,10 @@ def test_verdict_tells_imprecise_from_wrong() -> None:
     rng = np.random.default_rng(0)
     ref64 = rng.standard_normal(2000)
     ref32 = ref64 + rng.standard_normal(2000) * 1e-3  # an ill-conditioned float32 computation
-    assert judge(ref64 + 1e-7, ref64, ref32).kind == "ok"
-    noisy = judge(ref64 + rng.standard_normal(2000) * 1e-3, ref64, ref32)
+    # The outputs stand for a float32 model's: the judge's default tolerance is now the
+    # output dtype's (compstack.analysis.numerics.tolerance_for), so they are float32 arrays.
+    assert judge((ref64 + 1e-7).astype(np.float32), ref64, ref32).kind == "ok"
+    noisy = judge((ref64 + rng.standard_normal(2000) * 1e-3).astype(np.float32), ref64, ref32)
     assert noisy.kind == "imprecise" and noisy.rmse > 0 and noisy.floor > 0
     wrong = judge(ref64 + 0.1, ref64, ref32)
     assert wrong.kind == "wrong" and wrong.bad and wrong.rmse / wrong.floor > 50
@@ -382,7 +384,7 @@ def test_cli_bad_input_is_one_line(tmp_path: Path, args: list[str], needle: str)
     done = _cli(*args, cwd=tmp_path)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert needle in done.stderr and "Traceback" not in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+    assert len(said(done.stderr)) == 1
 
 
 def test_a_precision_knob_that_closes_the_gap_is_no_bug() -> None:

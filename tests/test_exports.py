@@ -59,15 +59,16 @@ def test_compare_junit(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     cases = _cases(out)
-    cls = "compstack.analysis.numerics.mlp_onnx"
+    cls = "compstack.compare.mlp_onnx"
     assert set(cases) == {(cls, "ort-cpu"), (cls, "tvm-llvm"), (cls, "tensorrt")}
     kind, typ, msg = cases[(cls, "ort-cpu")]
-    assert (kind, typ) == ("failure", "mismatch") and msg.startswith("compare: y: outside tolerance rtol=0 atol=0")
+    assert (kind, typ) == ("failure", "mismatch") and msg.startswith("compare: y: wrong: outside tolerance rtol=0 atol=0")
     assert cases[(cls, "tensorrt")][:2] == ("skipped", "unavailable")
     assert cases[(cls, "tensorrt")][2].startswith("import: TensorRT is not installed")
     xml = junitparser.JUnitXml.fromfile(str(out))
     suite = next(iter(xml))
     assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (3, 2, 0, 1)
+    assert suite.name == "compstack compare mlp.onnx" and suite.time > 0  # not a module path, not 0.000
     props = {p.name: p.value for p in suite.properties()}
     assert props["run_id"] == report["run_id"] and props["reference"] == "reference"
 
@@ -83,9 +84,9 @@ def test_compare_junit_crash_is_an_error(isolated_env: Path, mlp_onnx: Path) -> 
     out = tmp_path / "crash.xml"
     out.write_text(compare_junit(report))
     cases = _cases(out)
-    kind, typ, msg = cases[("compstack.analysis.numerics.mlp", "crash-segfault")]
+    kind, typ, msg = cases[("compstack.compare.mlp", "crash-segfault")]
     assert (kind, typ) == ("error", "crashed") and msg.startswith("run: ") and "SIGSEGV" in msg
-    assert cases[("compstack.analysis.numerics.mlp", "ort-cpu")][0] == "pass"
+    assert cases[("compstack.compare.mlp", "ort-cpu")][0] == "pass"
 
 
 def test_junit_unwritable_is_one_line(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from compstack.core.errors import UserError
 from compstack.frontends.from_framework import import_framework
 from compstack.frontends.sources import resolve_model
 from compstack.run.session import CompareOptions, compare
-from conftest import run_cli
+from conftest import run_cli, said
 
 needs_paddle = pytest.mark.skipif(not os.environ.get("COMPSTACK_PADDLE_PYTHON"),
                                   reason="set COMPSTACK_PADDLE_PYTHON (scripts/setup_paddle_env.sh)")
@@ -106,7 +106,7 @@ def test_without_the_setting_one_line_says_what_to_do(tmp_path: Path, var: str, 
     proc = run_cli("compare", f"{model}:build", "--targets", "ort-cpu", "--no-latency", "--db",
                    str(tmp_path / "r.sqlite"), env={var: ""}, timeout=120)
     assert proc.returncode == 2
-    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    lines = said(proc.stdout + proc.stderr)
     assert lines == [(f"compstack: error: {title} runs in its own environment: {script} DIR, then export "
                      f"{var}=DIR/bin/python")]
     proc = run_cli("compare", f"{model}:build", "--targets", "ort-cpu", env={var: str(tmp_path / "nope")},
@@ -122,7 +122,7 @@ def test_a_python_without_the_framework_is_one_line(tmp_path: Path) -> None:
     proc = run_cli("compare", f"{model}:build", "--targets", "ort-cpu",
                    env={"COMPSTACK_MINDSPORE_PYTHON": sys.executable}, timeout=120)
     assert proc.returncode == 2
-    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    lines = said(proc.stdout + proc.stderr)
     assert lines == [(f"compstack: error: m.py:build: COMPSTACK_MINDSPORE_PYTHON={sys.executable}: mindspore not "
                      f"installed in {sys.executable}; create it with scripts/setup_mindspore_env.sh DIR, then "
                      "export COMPSTACK_MINDSPORE_PYTHON=DIR/bin/python")]
@@ -168,7 +168,7 @@ def test_paddle_bad_builds_are_one_line_exit_2(tmp_path: Path, func: str, messag
     proc = run_cli("compare", f"{tmp_path / 'pnet.py'}:{func}", "--targets", "ort-cpu", "--no-latency",
                    "--db", str(tmp_path / "r.sqlite"), timeout=300)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    lines = said(proc.stdout + proc.stderr)
     assert len(lines) == 1 and re.search(message, lines[0]), lines
 
 

@@ -23,7 +23,7 @@ from compstack.core.errors import UserError
 from compstack.frontends.from_framework import detect, import_framework
 from compstack.frontends.sources import resolve_model
 from compstack.run.session import CompareOptions, compare
-from conftest import make_mlp, run_cli
+from conftest import make_mlp, run_cli, said
 
 KERAS_CNN = '''
 import numpy as np
@@ -145,7 +145,7 @@ def test_bad_builds_are_one_line_exit_2(model_py: Path, tmp_path: Path, func: st
     proc = run_cli("compare", f"{model_py}:{func}", "--targets", "ort-cpu", "--no-latency",
                    "--db", str(tmp_path / "r.sqlite"), "--cache-dir", str(tmp_path / "c"), timeout=300)
     assert proc.returncode == 2, proc.stderr
-    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    lines = said(proc.stdout + proc.stderr)
     assert len(lines) == 1 and "Traceback" not in lines[0], lines
     import re
 

@@ -19,7 +19,7 @@ from compstack import targets as registry
 from compstack.analysis.fusion.analysis import _edges, compare_partitions, fusion_groups, missed_fusions
 from compstack.analysis.kernels import GraphIndex, KernelMap
 from compstack.core import ir as cir
-from conftest import run_cli
+from conftest import run_cli, said
 from models import conv_bn_relu, mlp
 
 CPU = ("ort-cpu", "tvm-llvm", "iree-llvm-cpu", "xla-cpu", "inductor-cpu")
@@ -151,7 +151,7 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
                        (("fusion", str(tmp_path / "absent.onnx")), "")):
         proc = run_cli(*args)
         assert proc.returncode == 2, (args, proc.stderr)
-        lines = proc.stderr.strip().splitlines()
+        lines = said(proc.stderr)
         assert len(lines) == 1 and lines[0].startswith("compstack: error:") and text in lines[0], proc.stderr
 
 

@@ -18,15 +18,15 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compstack import targets as registry
+from compstack.analysis.ub import integer_overflow, zero_norm
+from compstack.analysis.verdict import judge
 from compstack.explain.graph import reference_values
-from compstack.explain.verdict import judge
 from compstack.fuzz.campaign import CampaignOptions, run_campaign
 from compstack.fuzz.generate import Generator
 from compstack.fuzz.rewrite import REWRITES
 from compstack.fuzz.signature import normalise, read_known, signature, write_known
 from compstack.fuzz.specs import SPECS
 from compstack.fuzz.store import FuzzStore
-from compstack.fuzz.ub import integer_overflow, zero_norm
 from conftest import TESTS
 
 if "faulty-sin" not in registry.names():
@@ -141,8 +141,11 @@ def test_campaign_finds_reduces_and_bundles_faulty_sin(tmp_path: Path) -> None:
     opts = CampaignOptions(["faulty-sin"], seed=4, budget_s=90, max_graphs=8, max_nodes=5, dtypes=["float32"],
                            ops="Sin|Tanh|Add|Mul|Relu|Neg", out_dir=tmp_path / "findings", timeout_s=60,
                            explain_budget_s=60)
-    record = run_campaign(opts, store=store)
+    lines: list[str] = []
+    record = run_campaign(opts, on_progress=lines.append, store=store)
     assert record["graphs"] == 8
+    last = [ln for ln in lines if "unique finding(s)" in ln][-1]  # progress agrees with the summary
+    assert last.endswith(f"{len(record['findings'])} unique finding(s)"), lines
     wrong = [f for f in record["findings"] if f["kind"] in ("wrong", "nan")]
     assert wrong, record["findings"]
     assert len({f["signature"] for f in record["findings"]}) == len(record["findings"])

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_mlp, run_cli
+from conftest import make_mlp, run_cli, said
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -133,7 +133,7 @@ def test_bad_input_is_one_line(stored: dict, tmp_path: Path, case: str) -> None:
         args += ["--last", "--run", stored["ok"]["run_id"]]
     proc = run_cli(*args, "--db", str(db))
     assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
+    lines = said(proc.stderr)
     assert len(lines) == 1 and lines[0].startswith("compstack: error: "), proc.stderr
     expect = {"no-db": "no results database", "empty-db": "no runs in this database",
               "not-sqlite": "not a results database", "unknown-run": "feedfacecafe",

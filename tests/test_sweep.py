@@ -24,7 +24,7 @@ from compstack.sweep import (
     run_sweep,
     summarize,
 )
-from conftest import TESTS, make_mlp, run_cli
+from conftest import TESTS, make_mlp, run_cli, said
 
 for _name, _cls in [("crash-segfault", "SegfaultTarget"), ("crash-hang", "HangTarget")]:
     if _name not in registry.names():
@@ -98,6 +98,7 @@ def test_local_sweep_then_resume(models: list[str], store: Path, local_sweep) ->
     s = summarize(sweep)
     assert s["counts"]["iree-llvm-cpu"]["status"] == {"ok": 3}
     assert s["geomean_speedup"]["ort-cpu"] == {"geomean": None, "models": 0}  # no latency, no speedup
+    assert s["reference_jobs"] == 3 and "latency_s" not in s["phases"] and s["scheduling"].startswith("one phase")
     db = sqlite3.connect(store / "results.sqlite")
     rows = db.execute("SELECT target, status FROM results WHERE sweep_id = ?", (sweep.sweep_id,)).fetchall()
     assert len(rows) == 9
@@ -158,6 +159,8 @@ def test_cli_sweep_json_and_last_matrix(models: list[str], tmp_path: Path, isola
     assert p.returncode == 0 and out["sweep_id"] in p.stdout, p.stderr
     html = page.read_text()
     assert f"sweep {out['sweep_id']}" in html and "<script" not in html and "http" not in html.split("</head>")[0]
+    p = run_cli("report", "--last", "-o", str(tmp_path / "last.html"))  # the newest run is the sweep's: its matrix
+    assert p.returncode == 0 and f"sweep {out['sweep_id']}" in p.stdout, p.stdout + p.stderr
     speed = out["matrix"][models[0]]["ort-cpu"]["speedup"]
     assert f"{speed:.3g}×" in html and html.count('class="status s-ok"') == 4  # 2 models x 2 targets
 
@@ -166,7 +169,7 @@ def test_cli_ray_errors_are_one_line(models: list[str], isolated_env: Path) -> N
     t0 = time.monotonic()
     p = run_cli("sweep", models[0], "--targets", "ort-cpu", "--executor", "ray", "--ray-address", "127.0.0.1:9")
     assert p.returncode == 2 and time.monotonic() - t0 < 15
-    assert p.stderr.strip().splitlines() == [("compstack: error: --ray-address 127.0.0.1:9: unreachable "
+    assert said(p.stderr) == [("compstack: error: --ray-address 127.0.0.1:9: unreachable "
                                               "(Connection refused)")]
     code = ("import sys; sys.modules['ray'] = None; from compstack.cli import main; "
             f"main(['sweep', {models[0]!r}, '--targets', 'ort-cpu', '--executor', 'ray'])")
@@ -174,7 +177,7 @@ def test_cli_ray_errors_are_one_line(models: list[str], isolated_env: Path) -> N
 
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
-    assert p.stderr.strip().splitlines() == ['compstack: error: the ray executor needs Ray: pip install -e ".[ray]"']
+    assert said(p.stderr) == ['compstack: error: the ray executor needs Ray: pip install -e ".[ray]"']
     probe = ("import compstack, compstack.sweep, compstack.cli, sys; "
              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'ray'))")
     p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

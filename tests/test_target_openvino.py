@@ -112,6 +112,7 @@ def test_kernels_cover_zoo_cnn(cnn: dict) -> None:
     assert sum(k.flops or 0 for k in kmap.kernels) > 0
 
 
+@pytest.mark.serial  # a kernel-time sum set beside an end-to-end time: alone on the machine
 def test_profile_sum_close_to_end_to_end(cnn: dict) -> None:
     # one thread: on a shared 2-core machine, waits between layers for a preempted worker
     # thread are in the end-to-end time but in no layer's time

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from compstack.targets.trt.profile import metadata_nodes, split_layer_name
-from conftest import make_mlp, run_cli
+from conftest import make_mlp, run_cli, said
 
 # The layout of trtexec --exportProfile (Profiler::exportJSONProfile, sampleReporting.cpp).
 PROFILE = [
@@ -91,17 +91,17 @@ def test_bad_profile_is_one_line_exit_2(isolated_env: Path, tmp_path: Path, cont
     bad.write_text(content)
     proc = run_cli("import-profile", str(model), "--profile", str(bad))
     assert proc.returncode == 2
-    assert len(proc.stderr.strip().splitlines()) == 1 and "--profile" in proc.stderr
+    assert len(said(proc.stderr)) == 1 and "--profile" in proc.stderr
     assert proc.stdout == ""
 
 
 def test_missing_files_exit_2(isolated_env: Path, files, tmp_path: Path) -> None:
     model, profile, _ = files
     proc = run_cli("import-profile", str(model), "--profile", str(tmp_path / "nope.json"))
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.returncode == 2 and len(said(proc.stderr)) == 1
     proc = run_cli("import-profile", str(model), "--profile", str(profile), "--layer-info", str(profile))
     assert proc.returncode == 2 and "--layer-info" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
+    assert len(said(proc.stderr)) == 1
 
 
 def test_split_layer_name_forms() -> None:

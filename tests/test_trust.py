@@ -32,7 +32,7 @@ from compstack.core.latency import LatencyConfig
 from compstack.core.results import ResultsDB
 from compstack.run.runner import Limits
 from compstack.run.session import CompareOptions, compare
-from conftest import TESTS, make_mlp
+from conftest import TESTS, gone, make_mlp, said
 
 _CRASHY = [("crash-segfault", "SegfaultTarget"), ("crash-hang", "HangTarget"), ("crash-torn", "TornTarget"),
            ("crash-start", "StartCrashTarget"), ("crash-start-hang", "StartHangTarget")]
@@ -303,18 +303,6 @@ def _wait_for_worker(proc: subprocess.Popen, tmp: Path, seconds: float = 120) ->
     raise AssertionError("the worker never reached its run stage")
 
 
-def _gone(pid: int, seconds: float = 10) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().split()[2]
-        except OSError:
-            return True
-        if state == "Z":
-            return True
-        time.sleep(0.1)
-    return False
-
 
 #: The CLI's jobs on each isolating executor (inline has no worker to kill: it is the CLI).
 _EXECUTORS = ["process", "pool"]
@@ -333,9 +321,9 @@ def test_signal_kills_workers_marks_run_and_exits_128_plus_n(tmp_path: Path, sig
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err and len(said(err)) == 1
     assert ("terminated" if sig == signal.SIGTERM else "interrupted") in err
-    assert _gone(worker), "the worker outlived its parent"
+    assert gone(worker), "the worker outlived its parent"
     assert not list(Path(tempfile.gettempdir()).glob(f"compstack-run-{proc.pid}-*"))
     runs = sqlite3.connect(tmp_path / "results.sqlite").execute("SELECT status FROM runs").fetchall()
     assert runs == [("interrupted",)]
@@ -351,7 +339,7 @@ def test_sigkill_of_compstack_takes_its_worker_with_it(tmp_path: Path, executor:
     worker = _wait_for_worker(proc, tmp_path)
     proc.kill()
     proc.wait()
-    assert _gone(worker), "the worker outlived a SIGKILLed parent"
+    assert gone(worker), "the worker outlived a SIGKILLed parent"
     left = list(Path(tempfile.gettempdir()).glob(f"compstack-run-{proc.pid}-*"))
     assert left, "expected the killed run's folder (nothing could clean it)"
     from compstack.core.procs import run_tempdir

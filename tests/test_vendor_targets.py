@@ -21,7 +21,7 @@ from onnx import TensorProto, helper
 from compstack import targets as registry
 from compstack.targets.cann.target import CannOptions, CannTarget
 from compstack.targets.common.coverage import load_support_list
-from conftest import run_cli
+from conftest import run_cli, said
 
 NO_ATC = {"PATH": os.pathsep.join(p for p in ("/usr/bin", "/bin") if os.path.isdir(p)), "COMPSTACK_TOOL_ATC": ""}
 
@@ -104,7 +104,7 @@ def test_precheck_converts_to_a_documented_opset() -> None:
 def test_lower_zoo_cnn_writes_the_coverage_report(isolated_env: Path) -> None:
     out = isolated_env / "cann"
     proc = run_cli("lower", "zoo:cnn", "--target", "cann", "--soc", "Ascend910B", "-o", str(out), env=NO_ATC)
-    assert proc.returncode == 1, proc.stderr  # nothing compiled: a non-ok row, like any lower without artifact
+    assert proc.returncode == 0, proc.stderr  # the coverage report is the normal path: compare's exit rule
     assert proc.stdout.startswith("cann: unsupported (compile: no .om produced: ")
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "unsupported" and manifest["artifacts"] == []
@@ -121,7 +121,7 @@ def test_lower_zoo_cnn_writes_the_coverage_report(isolated_env: Path) -> None:
 def test_lower_accepted_model_without_atc_is_unavailable(mlp_onnx: Path, isolated_env: Path) -> None:
     out = isolated_env / "mlp"
     proc = run_cli("lower", str(mlp_onnx), "--target", "cann", "-o", str(out), env=NO_ATC)
-    assert proc.returncode == 1
+    assert proc.returncode == 0  # unavailable exits 0, as in compare
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "unavailable" and manifest["artifacts"] == []
     assert manifest["error"].startswith("no .om produced: atc not on PATH")
@@ -181,7 +181,7 @@ def test_atc_wrapper_reports_a_failing_fake_atc(mlp_onnx: Path, isolated_env: Pa
 
 def test_bad_soc_is_a_one_line_error(isolated_env: Path) -> None:
     proc = run_cli("lower", "zoo:cnn", "--target", "cann", "--soc", "910B", "-o", str(isolated_env / "x"))
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.returncode == 2 and len(said(proc.stderr)) == 1
     assert proc.stderr.startswith("compstack: error: --soc 910B: expected Ascend<Name> as `npu-smi info`")
     proc = run_cli("lower", "zoo:cnn", "--target", "gcu", "--soc", "Ascend910B", "-o", str(isolated_env / "x"))
     assert proc.returncode == 2 and "--soc: target 'gcu' has no SoC option" in proc.stderr
@@ -199,7 +199,7 @@ def test_targets_lists_cann_and_gcu(isolated_env: Path) -> None:
 def test_gcu_says_it_cannot_precheck(mlp_onnx: Path, isolated_env: Path) -> None:
     out = isolated_env / "gcu"
     proc = run_cli("lower", str(mlp_onnx), "--target", "gcu", "-o", str(out))
-    assert proc.returncode == 1
+    assert proc.returncode == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "unavailable" and manifest["artifacts"] == []
     assert manifest["error"] == ("no .exec produced: TopsInference not installed (Enflame TopsRider SDK; it needs "

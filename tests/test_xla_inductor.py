@@ -95,6 +95,7 @@ def test_targets_ops_lists_at_least_120(name: str) -> None:
         assert op in data["ops"]
 
 
+@pytest.mark.slow  # test_any_to_any runs both paths of zoo:cnn in CI
 def test_compare_both_paths_agree_on_torch_model(isolated_env: Path) -> None:
     """zoo:mlp (PyTorch): Inductor native and translated, and XLA translated, all ok."""
     proc = run_cli("compare", "zoo:mlp", "--targets", "inductor-cpu,xla-cpu", "--json", "--no-latency")
@@ -159,6 +160,7 @@ def jax_identity():
 '''
 
 
+@pytest.mark.slow  # 75 s; scripts/run_slow.py runs it
 def test_native_paths_run_the_imported_model_even_when_build_is_unseeded(isolated_env: Path) -> None:
     """build() runs again in the worker: torch weights are reloaded from the IR; a JAX
     program that differs between builds falls back to the translated path, saying why."""

@@ -1,4 +1,4 @@
-"""A toy stack for the "Adding a stack" recipe (README): a NumPy interpreter of four ONNX ops.
+"""A toy stack for the "Adding a stack" recipe (docs/adding-a-stack.md): a NumPy interpreter of four ONNX ops.
 
 It is what a new stack's ``targets/<stack>/target.py`` holds, at its smallest: a
 :class:`Target` subclass that declares its capabilities as class attributes, a

@@ -116,3 +116,55 @@ def test_mean_broadcasts_out_of_place() -> None:
 def test_every_entry_is_tested_here() -> None:
     assert {d.op for d in DEFECTS} == {"Softmax", "LogSoftmax", "Hardmax", "LpNormalization", "LRN", "Mean"}
     assert all(d.why and d.fix and d.opsets[0] <= d.opsets[1] for d in DEFECTS)
+
+
+# ---- the second float32 evaluation of the noise floor: sums in sequence --------------------
+
+
+def _seq_op(op: str, inputs: list[np.ndarray], **attrs: object) -> np.ndarray:
+    from compstack.analysis.refdefects import sequential_reductions
+
+    names = [f"x{i}" for i in range(len(inputs))]
+    m = h.make_model(h.make_graph([h.make_node(op, names, ["y"], **attrs)], "g",
+                                  [h.make_tensor_value_info(n, T.FLOAT, list(x.shape))
+                                   for n, x in zip(names, inputs)],
+                                  [h.make_tensor_value_info("y", T.FLOAT, None)]),
+                     opset_imports=[h.make_opsetid("", 17)])
+    sess = ReferenceEvaluator(m, new_ops=sequential_reductions(m))
+    return np.asarray(sess.run(None, dict(zip(names, inputs)))[0])
+
+
+def test_sequential_matmul_is_a_plain_float32_loop_over_k() -> None:
+    r = np.random.default_rng(0)
+    a, b = r.standard_normal((2, 3, 5, 7)).astype(np.float32), r.standard_normal((3, 7, 4)).astype(np.float32)
+    got = _seq_op("MatMul", [a, b])
+    want = np.zeros((2, 3, 5, 4), np.float32)
+    for i in np.ndindex(2, 3, 5, 4):  # the dot product, one term after the other, rounded each step
+        s = np.float32(0)
+        for k in range(7):
+            s = np.float32(s + np.float32(a[i[0], i[1], i[2], k] * b[i[1], k, i[3]]))
+        want[i] = s
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+    v = r.standard_normal(7).astype(np.float32)  # 1-D operands, as the spec's MatMul (numpy.matmul)
+    assert _seq_op("MatMul", [a[0, 0], v]).shape == (5,) and _seq_op("MatMul", [v, b[0]]).shape == (4,)
+
+
+def test_sequential_matmul_on_cancelling_sums_errs_within_highams_bound() -> None:
+    r = np.random.default_rng(5)
+    a = np.concatenate([1e3 + r.random((16, 32)), -1e3 - r.random((16, 32))], axis=1).astype(np.float32)
+    b = (np.ones((64, 8)) + 1e-3 * r.standard_normal((64, 8))).astype(np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    seq = _seq_op("MatMul", [a, b]).astype(np.float64)
+    rmse = float(np.sqrt(np.mean((seq - exact) ** 2)))
+    # Higham (3.1): |error| <= gamma_n * sum |a_k b_k|, gamma_n ~ n u; a sequential sum of 64 terms is
+    # well inside it, and is not exact (partial sums reach 3.2e4, whose float32 ulp is 2**-9).
+    bound = 64 * 2.0 ** -24 * float(np.max(np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)))
+    assert 0 < rmse <= bound
+
+
+def test_sequential_gemm_follows_the_spec() -> None:
+    r = np.random.default_rng(1)
+    a, b, c = (r.standard_normal(s).astype(np.float32) for s in ((6, 3), (4, 6), (3, 4)))
+    got = _seq_op("Gemm", [a, b, c], alpha=0.5, beta=2.0, transA=1, transB=1)
+    want = 0.5 * (a.T.astype(np.float64) @ b.T.astype(np.float64)) + 2.0 * c
+    assert got.shape == (3, 4) and np.allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -129,9 +129,9 @@ class CheckedOracle:
         return self._f32
 
     def floors(self) -> dict[str, np.ndarray] | None:
-        """Per output, the float32 evaluation farther from float64: NumPy's (pairwise sums) or,
-        for models with ``ReduceSum``/``ReduceMean``, one that sums sequentially as a compiled
-        loop does (:func:`compstack.analysis.refdefects.sequential_reductions`)."""
+        """Per output, the float32 evaluation farther from float64: NumPy's (pairwise sums, BLAS
+        blocks) or, for models with ``ReduceSum``/``ReduceMean``/``MatMul``/``Gemm``, one that sums
+        sequentially as a compiled loop does (:func:`compstack.analysis.refdefects.sequential_reductions`)."""
         from compstack.analysis.refdefects import sequential_reductions
 
         base = self.f32()

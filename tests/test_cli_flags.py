@@ -108,3 +108,20 @@ def test_bad_opset_is_one_line_naming_the_flag(mlp_onnx: Path, isolated_env: Pat
     (line,) = proc.stderr.strip().splitlines()
     assert "'--opset'" in line and says in line and f"to {onnx.defs.onnx_opset_version()}" in line, line
     assert "convert.h" not in line
+
+
+def test_every_command_with_a_target_flag_takes_both_spellings() -> None:
+    import click
+
+    from compstack.cli import cli
+
+    def walk(cmd: click.Command, path: str) -> list[tuple[str, click.Command]]:
+        subs = cmd.commands.values() if isinstance(cmd, click.Group) else []
+        return [(path, cmd)] + [w for c in subs for w in walk(c, f"{path} {c.name}")]
+
+    missing = []
+    for path, cmd in walk(cli, "compstack"):
+        flags = {o for p in cmd.params if isinstance(p, click.Option) for o in p.opts}
+        if flags & {"--target", "--targets"} and not {"--target", "--targets"} <= flags:
+            missing.append(path)
+    assert not missing, missing

@@ -58,7 +58,8 @@ def _releases(target: str, spec: str) -> tuple[str, list[str]]:
 
 @click.command("bisect-versions", short_help="The release where a finding appears or goes away.")
 @click.argument("source")
-@click.option("--target", "-t", required=True, metavar="TARGET", help="A target with releases (ort-cpu, iree-llvm-cpu).")
+@click.option("--target", "--targets", "-t", "target", required=True, metavar="TARGET",
+              help="A target with releases (ort-cpu, iree-llvm-cpu); --targets is the same option.")
 @click.option("--range", "range_spec", default="..", show_default=True, metavar="FIRST..LAST",
               help="Releases to search (registry order; either end may be left out).")
 @click.option("--inputs", metavar="NPZ", help="Inputs of a model SOURCE (default: generated with --seed).")

@@ -110,3 +110,41 @@ def test_compact_table_prints_any_status_whole() -> None:
                    "1.50e-03", "note of torchscript-cpu"):
         assert status in text, status
     assert text.count("note of ort-cpu") == 1  # the same note twice: one footnote
+
+
+def test_sweep_matrix_shows_sub_millisecond_medians_in_microseconds() -> None:
+    from compstack.sweep._matrix import _cell
+
+    assert _cell({"status": "ok", "latency_ms": 0.00829}, baseline=True) == "[green]ok[/] 8.29 µs"
+    assert _cell({"status": "ok", "latency_ms": 27.9}, baseline=True) == "[green]ok[/] 27.9 ms"
+
+
+def _fuzz_record(attribution: str) -> dict:
+    return {"campaign": "c", "graphs": 150, "seconds": 60.0, "graphs_per_min": 150.0, "rejected": 0,
+            "outcomes": {"tvm-llvm": {"ok": 149, "wrong": 1}}, "stage_seconds": {"tvm-llvm": {"compile": 30.0}},
+            "versions": {"tvm-llvm": "0.27.0"}, "own_seconds": {},
+            "findings": [{"number": 1, "target": "tvm-llvm", "stage": "run", "kind": "wrong", "label": "bug",
+                          "known": False, "repeats": 2, "graph": "Gemm -> Relu -> ReduceMean", "attribution": attribution}]}
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_fuzz_findings_are_never_cut(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from compstack.cli.fuzz import print_record
+    from compstack.report import tables
+
+    buf = io.StringIO()
+    monkeypatch.setattr(tables, "stdout_console", lambda highlight=True: Console(file=buf, width=width,
+                                                                                 highlight=highlight))
+    text = ("tvm-llvm's pass AnnotateTIROpPattern (disabled_passes=AnnotateTIROpPattern): with it off the result "
+            "agrees with the reference; TVM 0.27.0, opt_level 3, checked on 2 reduced graphs.")
+    print_record(_fuzz_record(text))
+    out = buf.getvalue()
+    if width < 120:  # blocks: the sentence whole, wrapped on words
+        assert text in " ".join(line.strip() for line in out.splitlines()), out
+    else:  # the table: every word of it is there, and its last one
+        cells = " ".join(out.replace("│", " ").split())
+        assert all(word in cells for word in ("AnnotateTIROpPattern", "agrees", "reduced", "graphs.")), out

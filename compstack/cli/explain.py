@@ -42,11 +42,11 @@ def _print(report: dict[str, Any]) -> None:
     for t, st in report.get("status", {}).items():
         verdicts = report.get("verdicts", {}).get(t)
         if not verdicts:
-            table.add_row(t, "-", st["status"], "-", "-", "-", escape(f"{st['stage']}: {st['error']}"[:100]))
+            table.add_row(t, "-", st["status"], "-", "-", "-", escape(f"{st['stage']}: {st['error']}"))
             continue
         for o, v in verdicts.items():
             table.add_row(t, escape(o), v["kind"], f"{v['max_abs']:.3g}", f"{v['rmse']:.3g}", f"{v['floor']:.3g}",
-                          escape(v.get("detail", "")[:100]))
+                          escape(v.get("detail", "")))
     con.print(table)
     for line in report.get("undefined", []):
         con.print(f"[yellow]undefined behaviour:[/] {escape(line)}")
@@ -59,9 +59,11 @@ def _print(report: dict[str, Any]) -> None:
     con.print(f"property kept: [bold]{escape(report['keep'])}[/]")
     b = report.get("bisect")
     if b and b.get("node"):
+        from compstack.explain.bundle import op_cause
+
         n = b["node"]
         con.print(f"first divergent node: [bold]{escape(n['name'] or n['op_type'])}[/] ({escape(n['op_type'])}, node "
-                  f"{n['index']}) — {'wrong alone on the reference inputs: an op bug' if b['kind'] == 'op' else 'right alone, wrong in context: an interaction (fusion, optimisation)'}"
+                  f"{n['index']}) — {'wrong alone on the reference inputs: ' + op_cause(report.get('attribution') or {}) if b['kind'] == 'op' else 'right alone, wrong in context: an interaction (fusion, optimisation)'}"
                   f"; {b['compiles']} compiles (bound ⌈log₂ n⌉+2 = {b['bound']}), {b['seconds']:.1f} s")
     r = report.get("reduce")
     if r:
@@ -73,7 +75,7 @@ def _print(report: dict[str, Any]) -> None:
         con.print(f"attribution: [bold]{a['culprit']}[/] — {escape(a['summary'])}")
         for c in a.get("checks", []):
             state = {True: "still wrong", False: "right"}.get(c["holds"], c["status"])
-            con.print(f"  {escape(c['run'])}: {state} ({escape(c['detail'][:120])})")
+            con.print(f"  {escape(c['run'])}: {state} ({escape(c['detail'])})")
     if report.get("bundle"):
         bundle = report["bundle"]
         con.print(f"bundle: {escape(bundle['folder'])} ({len(bundle['files'])} files; "

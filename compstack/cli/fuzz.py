@@ -98,13 +98,23 @@ def print_record(record: dict[str, Any]) -> None:
     if own:
         con.print("compstack's own time: " + ", ".join(f"{k} {v:.1f} s" for k, v in own.items())
                   + f"; {record['graphs'] / mins:.1f} graphs/min overall")
-    ft = Table(title=f"{len(record['findings'])} unique finding(s)")
+    title = f"{len(record['findings'])} unique finding(s)"
+    if con.width < 120:  # a narrow terminal: one block per finding, its text wrapped on words, nothing cut
+        con.print(f"[bold]{title}[/]")
+        for f in record["findings"]:
+            con.print(f"[bold]{f['number']:04d}[/] {escape(f['target'])} {escape(f['stage'])} {escape(f['kind'])} "
+                      f"{escape(f['label'])}, {'known' if f['known'] else 'new'}, x{f['repeats']}")
+            con.print(f"  reduced graph: {escape(f['graph'])}")
+            if f["attribution"]:
+                con.print(f"  attribution: {escape(f['attribution'])}")
+        return
+    ft = Table(title=title)
     for col in ("#", "target", "stage", "kind", "label", "known", "repeats", "reduced graph", "attribution"):
-        ft.add_column(col, overflow="fold")
+        ft.add_column(col, overflow="fold")  # wrap text, never cut it
     for f in record["findings"]:
         ft.add_row(f"{f['number']:04d}", f["target"], f["stage"], f["kind"], f["label"],
-                   "known" if f["known"] else "new", str(f["repeats"]), escape(f["graph"][:160]),
-                   escape((f["attribution"] or "")[:120]))
+                   "known" if f["known"] else "new", str(f["repeats"]), escape(f["graph"]),
+                   escape(f["attribution"] or ""))
     con.print(ft)
 
 

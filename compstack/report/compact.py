@@ -17,31 +17,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from compstack.analysis.verdict import shown_status
+from compstack.core.duration import format_ms as duration
 from compstack.core.results import Report, Result
 
 __all__ = ["duration", "footnote_marks", "max_abs_err", "print_compact", "ratio", "speedups", "status_cell"]
-
-
-def duration(ms: float | None) -> str:
-    """A time in milliseconds as text with the unit that suits the value: ``ns`` below
-    1 µs, ``µs`` below 1 ms, ``ms`` below 1 s, else ``s``; three significant figures
-    (four for 1000 and up in a unit); ``-`` for None.
-
-    Examples: ``duration(0.005809) == "5.81 µs"``, ``duration(27.9) == "27.9 ms"``,
-    ``duration(1280.0) == "1.28 s"``.
-    """
-    if ms is None:
-        return "-"
-    for scale, unit in ((1e-3, "ns"), (1.0, "µs"), (1e3, "ms")):
-        if abs(ms) < scale:
-            return f"{_sig3(ms * 1e3 / scale)} {unit}"
-    return f"{_sig3(ms / 1e3)} s"
-
-
-def _sig3(x: float) -> str:
-    """Three significant figures without an exponent (``581``, ``58.1``, ``5.81``)."""
-    ax = abs(x)
-    return f"{x:.0f}" if ax >= 100 else f"{x:.1f}" if ax >= 10 else f"{x:.2f}"
 
 
 def ratio(x: float | None) -> str:

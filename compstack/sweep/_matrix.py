@@ -86,7 +86,9 @@ def _cell(c: Mapping[str, Any], baseline: bool) -> str:
     if c.get("speedup") is not None and not baseline:
         return f"[green]ok[/] {c['speedup']:.2f}x"
     if c.get("latency_ms") is not None:
-        return f"[green]ok[/] {c['latency_ms']:.3g} ms"
+        from compstack.core.duration import format_ms
+
+        return f"[green]ok[/] {format_ms(c['latency_ms'])}"
     return "[green]ok[/]"
 
 

@@ -51,3 +51,22 @@ def test_explain_names_the_users_bf16_choice(mlp_onnx: Path, isolated_env: Path)
     issue = next(out.rglob("ISSUE.md")).read_text()
     assert "precision option you chose: precision=bf16" in issue
     assert "op bug" not in issue and "infx" not in issue
+    assert "at the precision you chose (precision=bf16), not a stack bug" in report["title"], report["title"]
+    assert issue.startswith(f"# {report['title']}")
+
+
+def test_explain_text_names_the_users_precision_choice_for_the_divergent_node(capsys: pytest.CaptureFixture) -> None:
+    from compstack.cli.explain import _print
+
+    report = {"model": "mlp.onnx", "nodes": 3, "found": True, "compiles": 5, "seconds": 2.0, "status": {}, "keep": "openvino-cpu wrong", "label": "",
+              "bisect": {"node": {"name": "node_linear", "op_type": "Gemm", "index": 0}, "kind": "op", "compiles": 3,
+                         "bound": 3, "seconds": 1.0},
+              "attribution": {"culprit": "precision", "knob": "precision=bf16",
+                              "summary": "precision option you chose: precision=bf16", "checks": []}}
+    _print(report)
+    out = capsys.readouterr().out
+    assert "wrong alone on the reference inputs: the precision option you chose: precision=bf16" in out, out
+    assert "op bug" not in out
+    report["attribution"] = {"culprit": "stack", "summary": "tvm-llvm", "checks": []}
+    _print(report)
+    assert "wrong alone on the reference inputs: an op bug" in capsys.readouterr().out

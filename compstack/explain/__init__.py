@@ -232,6 +232,10 @@ def _title(target: str, kept: list[onnx.NodeProto], report: dict[str, Any]) -> s
     status = report.get("status", {}).get(target, {})
     if status.get("status") not in (None, "ok"):
         return f"{target}: {status['status']} at {status.get('stage')} on {ops}"
+    att = report.get("attribution") or {}
+    if att.get("culprit") == "precision" and "=" in str(att.get("knob") or ""):
+        return (f"{target}: {ops} beyond the float32 noise floor at the precision you chose ({att['knob']}), "
+                "not a stack bug")
     return f"{target}: wrong result for {ops} (vs ONNX reference, beyond the float32 noise floor)"
 
 

@@ -291,10 +291,7 @@ def write_dashboard(db: Path, out: Path, sweep_id: str | None = None,
     Raises:
         UserError: see :func:`load_dashboard`; ``out`` cannot be written.
     """
+    from compstack.report.html import write_page
+
     d = load_dashboard(db, sweep_id, baseline)
-    page = render_dashboard(d).encode("utf-8")
-    try:
-        out.write_bytes(page)
-    except OSError as exc:
-        raise UserError(f"-o {out}: cannot write ({exc.strerror or exc})") from None
-    return d, len(page)
+    return d, write_page(out, render_dashboard(d))

@@ -277,6 +277,20 @@ def render(data: RunData) -> str:
         generated=_when(datetime.datetime.now(datetime.timezone.utc).timestamp()))
 
 
+def write_page(out: Path, page: str) -> int:
+    """Write the HTML ``page`` (UTF-8) to ``out``; its size in bytes.
+
+    Raises:
+        UserError: ``out`` cannot be written (one line naming ``-o``).
+    """
+    data = page.encode("utf-8")
+    try:
+        out.write_bytes(data)
+    except OSError as exc:
+        raise UserError(f"-o {out}: cannot write ({exc.strerror or exc})") from None
+    return len(data)
+
+
 def write_report(db: Path, out: Path, run_id: str | None = None) -> tuple[RunData, int]:
     """Render run ``run_id`` (None: the newest) of ``db`` to ``out``; returns the run and
     the file's size in bytes.
@@ -285,12 +299,7 @@ def write_report(db: Path, out: Path, run_id: str | None = None) -> tuple[RunDat
         UserError: see :func:`load_run`; ``out`` cannot be written.
     """
     data = load_run(db, run_id)
-    page = render(data).encode("utf-8")
-    try:
-        out.write_bytes(page)
-    except OSError as exc:
-        raise UserError(f"-o {out}: cannot write ({exc.strerror or exc})") from None
-    return data, len(page)
+    return data, write_page(out, render(data))
 
 
 def render_sweep(summary: dict[str, Any], db: Path) -> str:
@@ -326,12 +335,7 @@ def write_sweep_report(db: Path, out: Path, sweep_id: str | None = None) -> tupl
         summary = summary_of_db(store, sweep_id)
     finally:
         store.close()
-    page = render_sweep(summary, Path(db)).encode("utf-8")
-    try:
-        out.write_bytes(page)
-    except OSError as exc:
-        raise UserError(f"-o {out}: cannot write ({exc.strerror or exc})") from None
-    return summary, len(page)
+    return summary, write_page(out, render_sweep(summary, Path(db)))
 
 
 def sweep_line(db: Path) -> str:

@@ -36,8 +36,8 @@ def frontends(as_json: bool) -> None:
 @json_option()
 @cache_dir_option("Cache folder (zoo exports are cached).")
 @click.option("--tier", type=click.Choice(["toy", "real", "all"]), default="toy", show_default=True,
-              help="toy: the small test models (exported to count nodes); real: the published-size "
-                   "architectures, listed from metadata (no model built); all: both.")
+              help="toy: the small test models; real: the published-size architectures; all: both. "
+                   "Both are listed from metadata: no model is built.")
 def zoo(as_json: bool, cache_dir: str | None, tier: str) -> None:
     """List the zoo models with their node and parameter counts (TensorFlow, Paddle and MindSpore
     models only where that framework is available: see `compstack frontends`).
@@ -54,7 +54,7 @@ def zoo(as_json: bool, cache_dir: str | None, tier: str) -> None:
 
     root = settings(cache_dir=cache_dir).cache_dir
     toys = [] if tier == "real" else zoo_mod.names(available_only=True, tier="toy")
-    rows = [{"name": f"zoo:{n}", **zoo_mod.info(n, cache_dir=root)} for n in toys]
+    rows = [zoo_mod.listing(n, cache_dir=root) for n in toys]
     real = [] if tier == "toy" else [zoo_mod.real_info(n) for n in zoo_mod.names(tier="real")]
     if as_json:
         rows += real

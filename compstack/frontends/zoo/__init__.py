@@ -50,8 +50,8 @@ from compstack.core import ir as cir
 from compstack.core.errors import ExportError, UserError
 from compstack.frontends.zoo import _cache, _real
 
-__all__ = ["TIERS", "ZOO_VERSION", "default_cache_dir", "describe", "framework", "info", "load", "names", "native",
-           "real_info", "tier"]
+__all__ = ["TIERS", "ZOO_VERSION", "default_cache_dir", "describe", "framework", "info", "listing", "load", "names",
+           "native", "real_info", "tier"]
 
 #: Bump when a builder changes (config, seed, inputs, wrapper): invalidates caches.
 ZOO_VERSION = 1
@@ -421,6 +421,31 @@ def info(name: str, cache_dir: str | Path | None = None) -> dict[str, Any]:
         "val_ranges": {k: list(v) for k, v in source.val_ranges.items()},
         "fingerprint": source.fingerprint,
     }
+
+
+def listing(name: str, cache_dir: str | Path | None = None) -> dict[str, Any]:
+    """What ``compstack zoo`` lists for a toy-tier model, without building it when it can.
+
+    The counts come from :data:`compstack.frontends.zoo._toy_meta.TOY`, written by
+    ``scripts/toy_zoo_meta.py`` from the exported models and checked against a fresh export
+    by ``tests/test_zoo_meta.py``. A model missing there (a Paddle or MindSpore model whose
+    environment the script's machine lacked) is exported, as :func:`info` does.
+
+    Returns:
+        The dict of :func:`info`; from the metadata it has ``fingerprint`` ``None`` (the
+        fingerprint is a hash of the export) and ``counts`` ``"metadata"``, else
+        ``counts`` ``"export"``.
+
+    Raises:
+        UserError: unknown name, or (no metadata) see :func:`load`.
+    """
+    from compstack.frontends.zoo._toy_meta import TOY
+
+    short, entry = _entry(name)
+    if short not in TOY:
+        return {**info(short, cache_dir), "counts": "export"}
+    return {"name": f"zoo:{short}", "tier": entry.tier, "framework": entry.framework,
+            "description": entry.description, **TOY[short], "fingerprint": None, "counts": "metadata"}
 
 
 def _value_info(value: Any) -> dict[str, Any]:

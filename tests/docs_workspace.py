@@ -1,0 +1,105 @@
+"""The files the documentation's examples name (``model.onnx``, ``inputs.npz``, ``my_model.py``,
+``a.mlir``...), written into the folder an example runs in by
+``tests/test_docs_examples.py``: small, generated here, so that the examples run as written."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from conftest import make_mlp
+from test_trtprofile import LAYER_INFO, PROFILE
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_TORCH_MODEL = '''\
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 8)
+        self.fc2 = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.sin(self.fc1(x)))
+
+
+def build():
+    torch.manual_seed(0)
+    return Net().eval(), (torch.randn(4, 16),)
+'''
+
+_JAX_MODEL = '''\
+import jax.numpy as jnp
+import numpy as np
+
+
+def build():
+    w = np.random.default_rng(0).standard_normal((16, 4)).astype(np.float32)
+
+    def f(x):
+        return jnp.tanh(x @ w)
+
+    return f, (np.ones((4, 16), np.float32),)
+'''
+
+_KERAS_MODEL = '''\
+import numpy as np
+import tensorflow as tf
+
+
+def build():
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.Sequential([tf.keras.Input((16,)), tf.keras.layers.Dense(8, activation="relu"),
+                                 tf.keras.layers.Dense(4)])
+    return model, (np.ones((4, 16), np.float32),)
+'''
+
+_MLIR_A = '''\
+func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = arith.addf %arg0, %arg0 : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+'''
+
+
+def _huge_npz(path: Path) -> None:
+    """A zip whose member ``x.npy`` declares a float32 [2**22, 2**22] array in 64 bytes."""
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(head, {"descr": "<f4", "fortran_order": False,
+                                                "shape": (4194304, 4194304)})
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("x.npy", head.getvalue() + bytes(64))
+
+
+def write(folder: Path) -> Path:
+    """Write every file the examples name into ``folder``; returns it."""
+    make_mlp(folder / "model.onnx")
+    (folder / "path" / "to").mkdir(parents=True)
+    make_mlp(folder / "path" / "to" / "model.onnx")
+    (folder / "models").mkdir()
+    make_mlp(folder / "models" / "mlp4.onnx")
+    make_mlp(folder / "models" / "mlp2.onnx", batch=2)
+    (folder / "models.txt").write_text("zoo:mlp\nmodels/mlp2.onnx\n", encoding="utf-8")
+    x = np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32)
+    np.savez(folder / "inputs.npz", x=x)
+    np.savez(folder / "in.npz", x=x)
+    _huge_npz(folder / "huge.npz")
+    (folder / "my_model.py").write_text(_TORCH_MODEL, encoding="utf-8")
+    (folder / "my_jax_model.py").write_text(_JAX_MODEL, encoding="utf-8")
+    (folder / "my_keras_model.py").write_text(_KERAS_MODEL, encoding="utf-8")
+    (folder / "prof.json").write_text(json.dumps(PROFILE), encoding="utf-8")
+    (folder / "layers.json").write_text(json.dumps(LAYER_INFO), encoding="utf-8")
+    (folder / "a.mlir").write_text(_MLIR_A, encoding="utf-8")
+    (folder / "b.mlir").write_text(_MLIR_A.replace("addf", "mulf"), encoding="utf-8")
+    shutil.copytree(ROOT / "examples", folder / "examples")  # custom-ops.md: examples/custom_op_model.py
+    (folder / "build").mkdir()  # a folder compstack did not write (trust-data.md)
+    (folder / "build" / "notes.txt").write_text("mine\n", encoding="utf-8")
+    return folder

@@ -167,3 +167,60 @@ def test_tuning_workers_never_import_from_the_current_folder(isolated_env: Path)
         pytest.skip("MetaSchedule cannot run with this TVM install")
     assert not marker.exists(), ("a tvm/ package of the current folder ran", proc.stderr[-3000:])
     assert row["status"] == "ok" and row["flags"]["tuning"]["records"] > 0, row
+
+
+def test_tuned_options_per_stack_and_the_users_win() -> None:
+    """``--tuned`` (issue #26 part 4): each CPU stack's "best" comes from its own target class;
+    a user's --option value wins over the tuned one and the meaning says so."""
+    from compstack.run.tuned import tuned_target_options
+
+    user = {"iree-llvm-cpu": {"target_cpu": "znver4"}, "ort-cpu": {"opt_level": "basic"}}
+    names = ["tvm-llvm", "inductor-cpu", "iree-llvm-cpu", "openvino-cpu", "ort-cpu", "xla-cpu", "torchscript-cpu",
+             "reference"]
+    options, meaning = tuned_target_options(names, user, 120.0)
+    assert options["tvm-llvm"] == {"tune": "120s"} and "MetaSchedule within a 120 s budget" in meaning["tvm-llvm"]
+    assert options["inductor-cpu"] == {"mode": "max-autotune"}
+    assert options["iree-llvm-cpu"] == {"target_cpu": "znver4", "extra_flags": "--iree-opt-level=O3,"
+                                        "--iree-opt-data-tiling,--iree-llvmcpu-enable-ukernels=all"}
+    assert options["openvino-cpu"] == {"performance_hint": "latency"}
+    assert options["ort-cpu"] == {"opt_level": "basic"} and "your --option opt_level kept" in meaning["ort-cpu"]
+    for name in ("xla-cpu", "torchscript-cpu", "reference"):
+        assert name not in options and meaning[name].startswith("nothing to tune: "), meaning[name]
+    from compstack.api import validate_target_options
+
+    validate_target_options(options)  # every tuned value passes the checks --option values do
+
+
+def test_a_tuned_job_gets_the_budget_on_its_limit() -> None:
+    from compstack.run.executors import Limits, tuning_limits
+    from compstack.run.jobs import Job
+
+    job = Job(model_path="", fingerprint="", target="inductor-cpu", target_ref="inductor-cpu", inputs_path="",
+              workdir="", options={"mode": "max-autotune"}, tuning_budget_s=120.0)
+    assert tuning_limits(job, Limits(timeout_s=900.0)) == Limits(timeout_s=1020.0)
+    job.options, job.target = {"tune": "5m"}, "tvm-llvm"  # the larger of the two, not their sum
+    assert tuning_limits(job, Limits(timeout_s=900.0)) == Limits(timeout_s=1200.0)
+
+
+def test_compare_tuned_rows_say_what_tuned_meant(isolated_env: Path) -> None:
+    proc = run_cli("compare", "zoo:mlp", "--targets", "ort-cpu,iree-llvm-cpu,xla-cpu", "--tuned", "--budget", "20s",
+                   "--no-latency", "--json")
+    rows = {t: _row(proc, t) for t in ("ort-cpu", "iree-llvm-cpu", "xla-cpu")}
+    assert all(r["status"] == "ok" for r in rows.values()), {t: r["error"] for t, r in rows.items()}
+    iree = rows["iree-llvm-cpu"]
+    assert "--iree-opt-level=O3" in iree["flags"]["iree-compile"]
+    assert "--iree-llvmcpu-enable-ukernels=all" in iree["flags"]["iree-compile"]
+    assert iree["flags"]["tuned_as"].startswith("iree-compile --iree-llvmcpu-target-cpu=host --iree-opt-level=O3")
+    assert rows["ort-cpu"]["flags"]["tuned_as"].startswith("ORT_ENABLE_ALL")
+    assert rows["xla-cpu"]["flags"]["tuned_as"].startswith("nothing to tune: XLA:CPU has no tuning step")
+    assert any(n.startswith("--tuned: ") for n in iree["notes"])
+    plain = _row(run_cli("compare", "zoo:mlp", "--targets", "iree-llvm-cpu", "--no-latency", "--json"),
+                 "iree-llvm-cpu")
+    assert "tuned_as" not in plain["flags"] and "--iree-opt-level=O3" not in plain["flags"]["iree-compile"]
+
+
+def test_budget_without_tuned_and_bad_budgets_are_one_line_exit_2(isolated_env: Path) -> None:
+    for args in (("--budget", "5m"), ("--tuned", "--budget", "soon"), ("--tuned", "--budget", "0s")):
+        proc = run_cli("compare", "zoo:mlp", "--targets", "ort-cpu", *args)
+        assert proc.returncode == 2, args
+        assert len(said(proc.stderr)) == 1 and "--budget" in proc.stderr, proc.stderr

@@ -118,6 +118,19 @@ def compare_options(targets: list[str], model: ModelFlags, run: RunFlags) -> Com
     from compstack.run.session import CompareOptions
 
     topts = target_options(model.target_opts)
+    tuned: dict[str, str] = {}
+    budget_s = 0.0
+    if run.budget is not None and not run.tuned:
+        raise UserError(f"--budget {run.budget}: only with --tuned (a tuning budget)")
+    if run.tuned:
+        from compstack.core.duration import parse_duration
+        from compstack.run.tuned import DEFAULT_BUDGET, tuned_target_options
+
+        budget_s = parse_duration(run.budget or DEFAULT_BUDGET, "--budget")
+        topts, tuned = tuned_target_options(targets, topts, budget_s)
+        from compstack.api import validate_target_options
+
+        validate_target_options(topts)  # the tuned options pass the checks --option values do
     latency = None if run.no_latency else LatencyConfig(
         warmup=run.warmup, min_runs=run.min_runs, min_time_s=run.min_time, budget_s=run.latency_budget)
     return CompareOptions(
@@ -127,7 +140,7 @@ def compare_options(targets: list[str], model: ModelFlags, run: RunFlags) -> Com
         rtol=run.rtol, atol=run.atol, latency=latency,
         limits=Limits(timeout_s=run.timeout, memory_mb=memory_limit(run.memory_limit)),
         cache=not run.no_cache, reference=run.reference, target_options=topts, opset=model.opset,
-        threads=run.threads,
+        threads=run.threads, tuned=tuned, tuned_budget_s=budget_s,
     )
 
 

@@ -282,6 +282,7 @@ class RunFlags:
         latency_budget: ``--latency-budget``, seconds of the whole latency phase per
             target, warm-up included (:class:`compstack.core.latency.LatencyConfig`).
         save_inputs, save_outputs: ``.npz`` paths or None.
+        tuned: ``--tuned``; budget: ``--budget`` (a duration) or None.
     """
 
     threads: int | None
@@ -300,6 +301,8 @@ class RunFlags:
     latency_budget: float
     save_inputs: str | None
     save_outputs: str | None
+    tuned: bool
+    budget: str | None
 
 
 def run_options(f: F) -> F:
@@ -325,6 +328,13 @@ def run_options(f: F) -> F:
         click.option("--save-inputs", type=click.Path(dir_okay=False), help="Write input set 0 to this .npz."),
         click.option("--save-outputs", type=click.Path(dir_okay=False),
                      help="Write every target's outputs to this .npz (keys TARGET::OUTPUT)."),
+        click.option("--tuned", is_flag=True,
+                     help="Each stack at its best: TVM MetaSchedule for --budget, Inductor max-autotune, IREE O3 + "
+                          "data tiling + ukernels, OpenVINO's LATENCY hint, ORT_ENABLE_ALL; every row says what it "
+                          "meant (flags.tuned_as). Your --option values win."),
+        click.option("--budget", default=None, metavar="DURATION",
+                     help="With --tuned: the tuning budget per model and stack (90s, 5m, 1h), added to its --timeout "
+                          "[default: 5m]."),
     ])(f)
 
 

@@ -96,18 +96,21 @@ class Executor:
 def tuning_limits(job: Job, limits: Limits) -> Limits:
     """``limits`` with the wall-clock limit grown by the job's tuning budget: a target
     option named ``tune`` is a budget (``tvm-llvm``'s MetaSchedule, ``tune=5m``), spent
-    inside the compile, so the job gets that much more time (issue #26). A bad value is
-    left for the target's own option check to report.
+    inside the compile, so the job gets that much more time (issue #26); so does a job of
+    a ``--tuned`` run (``job.tuning_budget_s``: Inductor's max-autotune benchmarks inside
+    its compile too). A bad value is left for the target's own option check to report.
     """
+    budget = job.tuning_budget_s  # --tuned --budget: MetaSchedule, Inductor's max-autotune benchmarking
     text = (job.options or {}).get("tune")
-    if not text:
-        return limits
-    from compstack.core.duration import parse_duration
-    from compstack.core.errors import UserError
+    if text:
+        from compstack.core.duration import parse_duration
+        from compstack.core.errors import UserError
 
-    try:
-        budget = parse_duration(str(text), "tune")
-    except UserError:
+        try:
+            budget = max(budget, parse_duration(str(text), "tune"))
+        except UserError:
+            pass
+    if budget <= 0:
         return limits
     return dataclasses.replace(limits, timeout_s=limits.timeout_s + budget)
 

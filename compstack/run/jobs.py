@@ -103,6 +103,7 @@ class Job:
     params: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     time_limit_s: float | None = None
+    tuning_budget_s: float = 0.0
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))

@@ -67,6 +67,10 @@ class CompareOptions:
             None gives them the model as written (see :func:`stack_model_file`).
         threads: threads every stack is asked for (None: :func:`compstack.core.threads.default_threads`,
             the physical cores; 0: each stack's own default); see :mod:`compstack.core.threads`.
+        tuned: ``--tuned``: what "tuned" means for each target (:mod:`compstack.run.tuned`),
+            written to its row as ``flags.tuned_as``; empty: an untuned run.
+        tuned_budget_s: ``--budget`` in seconds (0: not tuned); each target's job limit
+            grows by it (:func:`compstack.run.executors.tuning_limits`).
         executor: where the jobs run (:func:`compstack.run.executors.open_executor`): an
             executor name (``inline``, ``process``, ``pool``), an :class:`Executor` the
             caller keeps (a sweep reuses one pool), or ``""``: ``process``, or ``inline``
@@ -88,6 +92,8 @@ class CompareOptions:
     isolate: bool = True
     opset: int | None = None
     threads: int | None = None
+    tuned: Mapping[str, str] = field(default_factory=dict)
+    tuned_budget_s: float = 0.0
     executor: str | Executor = ""
 
 
@@ -374,7 +380,7 @@ def job_fields(stack: StackModel, canonical: Path, inputs_path: Path, settings: 
                 canonical_path=str(canonical) if canonical != stack.path else "",
                 cache_dir=str(settings.cache_dir) if options.cache else None, source=source.spec,
                 source_framework=source.framework, op_origins=origins_for(source.model),
-                threads=requested_threads(options.threads))
+                threads=requested_threads(options.threads), tuning_budget_s=options.tuned_budget_s)
 
 
 def _make_input_sets(source: cir.SourceModel, options: CompareOptions) -> tuple[list[dict[str, np.ndarray]], str]:
@@ -483,6 +489,9 @@ def _numerics_row(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, exp
         result.latency_error = latency_error
         result.notes.append(f"latency failed (outputs were compared): {latency_error}")
     result.notes.extend(latency_notes(outcome.latency, outcome.flags.get("threads"), options.latency))
+    if outcome.target in options.tuned:
+        result.flags = {**result.flags, "tuned_as": options.tuned[outcome.target]}
+        result.notes.append(f"--tuned: {options.tuned[outcome.target]}")
     if outcome.status != "ok":
         return result
     actual = outcome.extra.get("outputs") or {}

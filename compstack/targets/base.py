@@ -216,6 +216,9 @@ class Target(RequestView):
     #: FMA contraction, no fast-math, no TF32). A knob that makes the result agree is
     #: reported as "differs because of KNOB", not as a bug. Empty: none declared.
     precision_knobs: ClassVar[Mapping[str, Mapping[str, Mapping[str, str]]]] = {}
+    #: Why ``--tuned`` changes nothing for this stack, when :meth:`tuned_options` sets
+    #: nothing (issue #26: each row says what "tuned" meant for it).
+    untuned_reason: ClassVar[str] = "compstack knows no tuning step or performance option of this stack"
     #: The option that switches passes off by name (a comma-separated list), where the
     #: stack has one; with :meth:`applied_passes` it lets ``compstack explain`` name the
     #: pass behind a discrepancy. Empty: no pass-level switch.
@@ -261,6 +264,22 @@ class Target(RequestView):
                 "note": f"{cls.name}: no thread-count knob known; the stack ran with its own default"}
 
     # ---- what every target says -------------------------------------------------
+    @classmethod
+    def tuned_options(cls, budget_s: float) -> tuple[dict[str, str], str]:
+        """What ``--tuned --budget`` sets for this stack: "the stack at its best" (issue #26).
+
+        Args:
+            budget_s: the tuning budget in seconds (``--budget``), spent where the stack
+                searches (TVM's MetaSchedule) and added to the job's wall-clock limit.
+
+        Returns:
+            ``({option: value}, meaning)``: target options as ``--option`` strings (the
+            user's own ``--option`` values win over them) and one line saying what they do,
+            with its source. ``({}, "")``: the stack has nothing to tune (see
+            :attr:`untuned_reason`).
+        """
+        return {}, ""
+
     @classmethod
     def availability(cls) -> Availability:
         """Whether this target works here, why not, and the versions it uses."""

@@ -101,6 +101,10 @@ class IreeOptions(TargetOptions):
         return ""
 
 
+#: ``--tuned`` on llvm-cpu: the whole flow at O3, data tiling, every ukernel (see tuned_options).
+_TUNED_CPU_FLAGS = ("--iree-opt-level=O3", "--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=all")
+
+
 class IreeLlvmCpuTarget(Target):
     """IREE, ``llvm-cpu`` HAL backend, run on the local CPU device."""
 
@@ -123,6 +127,15 @@ class IreeLlvmCpuTarget(Target):
         "fp-reduction reassociation": {"options": {"extra_flags": "--iree-llvmcpu-reassociate-fp-reductions=false"}}}
 
     options: IreeOptions
+
+    @classmethod
+    def tuned_options(cls, budget_s: float) -> tuple[dict[str, str], str]:
+        """IREE's documented CPU performance flags on top of ``--iree-llvmcpu-target-cpu=host``:
+        ``--iree-opt-level=O3`` (iree.dev, "Optimization options": the default is O0),
+        ``--iree-opt-data-tiling`` and ``--iree-llvmcpu-enable-ukernels=all`` (iree.dev, CPU
+        microkernels). IREE has no search step; the budget is not used."""
+        return ({"extra_flags": ",".join(_TUNED_CPU_FLAGS)},
+                "iree-compile " + " ".join(("--iree-llvmcpu-target-cpu=host", *_TUNED_CPU_FLAGS)) + " (iree.dev)")
 
     ops_note: ClassVar[str] = ("IREE's ONNX import (torch-mlir's TorchOnnxToTorch patterns) has no queryable op "
                                "list; `compstack conformance --targets iree-llvm-cpu` measures per-op support")

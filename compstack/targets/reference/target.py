@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import onnx
@@ -134,6 +134,8 @@ def to_float64(proto: onnx.ModelProto, halves: bool = False) -> onnx.ModelProto:
 
 class ReferenceTarget(Target):
     """``onnx.reference.ReferenceEvaluator``; runs everywhere, slow, exact to the spec."""
+
+    untuned_reason: ClassVar[str] = "the float64 reference evaluator is the oracle, not a stack"
 
     name = "reference"
     custom_op_support = {"": "yes: the NumPy reference through onnx.reference"}

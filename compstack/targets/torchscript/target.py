@@ -124,6 +124,8 @@ class TorchScriptCpuTarget(TwoPathTarget):
         return {"knob": f"torch.set_num_threads({n})", "honoured": True}
     #: no ``torch.jit.optimize_for_inference`` (``torch.jit.freeze`` still runs).
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"optimize": "false"}}
+    untuned_reason: ClassVar[str] = ("TorchScript has no tuning step; freeze + optimize_for_inference already "
+                                     "run by default")
     #: ``model.pt`` reloads (the translated path's artifacts go to the artifact cache;
     #: the job never caches a native program, whose code the IR fingerprint does not cover).
     cacheable: ClassVar[bool] = True

@@ -83,6 +83,8 @@ class XlaCpuTarget(TwoPathTarget):
     stack: ClassVar[str] = "xla"
     device: ClassVar[str] = "cpu"
     #: ``XLA_FLAGS=--xla_backend_optimization_level=0`` (XLA's documented debug flag).
+    untuned_reason: ClassVar[str] = ("XLA:CPU has no tuning step: fixed fusion and tiling heuristics plus "
+                                     "oneDNN/Eigen library calls")
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {
         "env": {"XLA_FLAGS": "--xla_backend_optimization_level=0"}}
     jax_platform: ClassVar[str] = "cpu"

@@ -1,0 +1,53 @@
+"""``--tuned``: every stack at its best, and what "tuned" meant for each row (issue #26).
+
+Each target class says what its best is (:meth:`compstack.targets.base.Target.tuned_options`):
+TVM searches with MetaSchedule for the budget, Inductor compiles with ``max-autotune``, IREE
+compiles at ``O3`` with data tiling and ukernels, OpenVINO gets its ``LATENCY`` hint and ORT
+``ORT_ENABLE_ALL``; XLA and TorchScript have no tuning step and say so. The user's own
+``--option`` values win over the tuned ones, as trtexec's explicit tactic flags win over its
+builder optimisation level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+__all__ = ["DEFAULT_BUDGET", "tuned_target_options"]
+
+#: ``--budget`` when ``--tuned`` is given alone: a tuning budget per model and stack.
+DEFAULT_BUDGET = "5m"
+
+
+def tuned_target_options(targets: Sequence[str], user: Mapping[str, Mapping[str, str]],
+                         budget_s: float) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """The target options of a ``--tuned`` run and what they mean per target.
+
+    Args:
+        targets: resolved target names (``NAME`` or ``NAME@VERSION``).
+        user: the user's ``--option`` values, ``{target: {option: value}}``.
+        budget_s: the tuning budget per model and target, seconds (> 0).
+
+    Returns:
+        ``(options, meaning)``: ``options`` is ``user`` with each target's tuned options
+        under it (the user's values kept where both set a key); ``meaning`` is one line per
+        target for its row (``flags.tuned_as``), ``"nothing to tune: WHY"`` for a stack
+        without a tuning step or option.
+
+    Raises:
+        UserError: an unknown target (see :func:`compstack.targets.get`).
+    """
+    from compstack import targets as registry
+
+    options = {k: dict(v) for k, v in user.items()}
+    meaning: dict[str, str] = {}
+    for name in targets:
+        cls = registry.get(name)
+        tuned, means = cls.tuned_options(budget_s)
+        if not tuned:
+            meaning[name] = f"nothing to tune: {cls.untuned_reason}"
+            continue
+        mine = dict(user.get(name, {}))
+        kept = sorted(k for k in tuned if k in mine)
+        options[name] = {**tuned, **mine}
+        meaning[name] = means + (f"; your --option {', '.join(kept)} kept" if kept else "")
+    return options, meaning

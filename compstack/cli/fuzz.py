@@ -8,6 +8,7 @@ campaign's id in the results database), which ``--report DIR`` reads back.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -84,7 +85,11 @@ def print_record(record: dict[str, Any]) -> None:
     con = stdout_console(highlight=False)  # a pipe gets the whole table, not 80 columns
     mins = max(record["seconds"] / 60, 1e-9)
     con.print(f"campaign {record.get('campaign', '?')}: {record['graphs']} graphs in {record['seconds']:.0f} s "
-              f"= [bold]{record['graphs_per_min']:.1f} graphs/min[/] ({record['rejected']} generator rejects)")
+              f"= [bold]{record['graphs_per_min']:.1f} graphs/min[/] end to end ({record['rejected']} generator rejects)")
+    phases = record.get("phases")
+    if phases:
+        con.print(f"  generation {phases['generate_s']:.0f} s ({phases['generate_graphs_per_min']:.1f} graphs/min), "
+                  f"then reduction {phases['reduce_s']:.0f} s")
     t = Table(title="outcomes per target (key: verdict or status@stage)")
     for col in ("target", "version", "outcomes", "seconds per stage"):
         t.add_column(col, overflow="fold")  # wrap text, never elide a figure
@@ -173,9 +178,11 @@ def replay_command(folder: str, timeout_s: float, as_json: bool, trust_flags: bo
               help="Share of graphs also run as a semantically equal rewrite.")
 @timeout_option(60, "Limit of one evaluation, s.")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="Where evaluations run: local (one graph at a time here) or ray (one Ray actor per worker).")
+              help="Where evaluations run: local (one graph at a time here, its targets side by side) or ray "
+                   "(one Ray actor per worker).")
 @click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=None,
-              help="Ray actors evaluating graphs (--executor ray) [default: the cluster's CPUs].")
+              help="local: targets of one graph evaluated at once, each in its own worker [default: the CPUs, at "
+                   "most the targets]; ray: actors evaluating graphs [default: the cluster's CPUs].")
 @click.option("--ray-address", default=None,
               help="Join this Ray cluster (auto, HOST:PORT) [default: start a local one].")
 @click.option("--symbolic-shapes", type=Finite(0, 1), default=0.2, show_default=True,
@@ -214,8 +221,8 @@ def fuzz(targets_spec: str, budget: str, max_graphs: int | None, seed: int, ops:
         sys.exit(report_command(report_dir, Path(db) if db else None, as_json))
     if replay_dir:
         sys.exit(replay_command(replay_dir, timeout, as_json, trust_bundle_flags))
-    if executor != "ray" and (n_jobs or ray_address):
-        raise UserError(f"{'--jobs' if n_jobs else '--ray-address'}: only with --executor ray")
+    if executor != "ray" and ray_address:
+        raise UserError("--ray-address: only with --executor ray")
     if ops:
         try:
             re.compile(ops)
@@ -227,7 +234,8 @@ def fuzz(targets_spec: str, budget: str, max_graphs: int | None, seed: int, ops:
                            max_graphs, max_nodes, parse_dtypes(dtypes), ops,
                            allow_ub, Path(out_dir) if out_dir else None, timeout,
                            equivalence, not no_reduce, symbolic_shapes=symbolic_shapes,
-                           executor=executor, workers=n_jobs, ray_address=ray_address)
+                           executor=executor, workers=n_jobs if executor == "ray" else None, ray_address=ray_address,
+                           parallel=(n_jobs or os.cpu_count() or 1) if executor != "ray" else 1)
     if opts.out_dir:
         probe_dir(opts.out_dir, f"-o {opts.out_dir}: folder not writable")
     sys.exit(fuzz_command(opts, config.settings(db=db).db, update_known, as_json))

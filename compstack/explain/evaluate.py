@@ -11,6 +11,7 @@ so explain can report how many compiles it used.
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,7 +85,9 @@ class Evaluator:
             killed and the evaluation is ``timeout``.
         op_origins: user custom-op declarations the workers import (named by the user).
 
-    Use as a context manager (workers are stopped on exit).
+    Use as a context manager (workers are stopped on exit). Thread-safe: evaluations of
+    different targets may run at once from several threads (``compstack fuzz`` runs the
+    targets of one graph side by side); each gets a worker of its own.
     """
 
     def __init__(self, timeout_s: float = 300.0, op_origins: list[str] | None = None) -> None:
@@ -95,6 +98,7 @@ class Evaluator:
         self.refs: dict[str, str] = {}
         self.count: dict[str, int] = {}
         self._n = 0
+        self._lock = threading.Lock()  # _n, count, pools and refs, when threads share the evaluator
 
     def __enter__(self) -> "Evaluator":
         return self
@@ -120,12 +124,12 @@ class Evaluator:
         Raises:
             UserError: an unknown target name.
         """
-        if target not in self.refs:
-            from compstack import targets as registry
+        with self._lock:
+            if target not in self.refs:
+                from compstack import targets as registry
 
-            ref = registry.ref(target)  # UserError for an unknown name
-            self.refs[target] = ref
-        return self.refs[target]
+                self.refs[target] = registry.ref(target)  # UserError for an unknown name
+            return self.refs[target]
 
     def _job(self, run: Run, request: str, model: onnx.ModelProto | None = None,
              feeds: Mapping[str, np.ndarray] | None = None, stages: Path | None = None,
@@ -136,8 +140,9 @@ class Evaluator:
         from compstack.run.tasks.evaluate import Params
 
         ref = self._ref(run.target)
-        self._n += 1
-        base = self.work / f"e{self._n}"
+        with self._lock:
+            self._n += 1
+            base = self.work / f"e{self._n}"
         base.mkdir()
         if model is not None:
             onnx.save(model, str(base / "model.onnx"))
@@ -154,9 +159,10 @@ class Evaluator:
         limit; its folder is deleted afterwards unless ``keep``."""
         from compstack.run.executors import Limits, PoolExecutor
 
-        pool = self.pools.get(run)
-        if pool is None:
-            pool = self.pools[run] = PoolExecutor()
+        with self._lock:
+            pool = self.pools.get(run)
+            if pool is None:
+                pool = self.pools[run] = PoolExecutor()
         try:
             return pool.run(job, Limits(timeout_s=self.timeout_s))
         finally:
@@ -210,7 +216,8 @@ class Evaluator:
         from compstack.run.tasks.evaluate import Result
 
         job = self._job(run, "run", model, feeds, stages, artifact)
-        self.count[run.target] = self.count.get(run.target, 0) + 1
+        with self._lock:
+            self.count[run.target] = self.count.get(run.target, 0) + 1
         t0 = time.perf_counter()
         outputs: dict[str, np.ndarray] = {}
         try:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +57,8 @@ class CampaignOptions:
     (:meth:`compstack.fuzz.generate.Generator._symbolic`). ``executor``: ``local`` (this
     process's Evaluator, one graph at a time) or ``ray`` (:mod:`compstack.fuzz.ray_exec`:
     ``workers`` Ray actors, default one per CPU of the cluster; ``ray_address`` joins a
-    cluster instead of starting a local one).
+    cluster instead of starting a local one). ``parallel``: with the local executor, how
+    many targets of one graph are evaluated at once (each in its own worker process).
     """
 
     targets: list[str]
@@ -79,6 +81,7 @@ class CampaignOptions:
     executor: str = "local"
     workers: int | None = None
     ray_address: str | None = None
+    parallel: int = 1
 
 
 @dataclass
@@ -158,6 +161,8 @@ class _Campaign:
         self.pre: dict[str, Finding] = {}
         self.unique: dict[str, Finding] = {}
         self.findings: list[Finding] = []
+        #: new failures waiting for the reduction phase: (finding, case, target, undefined)
+        self.queue: list[tuple[Finding, Case, str, bool]] = []
         self.versions: dict[str, str] = {}
         self.known: dict[str, set[str]] = {}
         self.graphs = 0
@@ -219,7 +224,7 @@ class _Campaign:
     def step(self, index: int, active: list[str]) -> None:
         case, ref, rw = self.plan(index)
         rows = evaluate_graph(self.ev, self.dtypes_of, case.model, case.feeds, ref, rw, active, self.o.rtol,
-                              self.o.atol, self.own)
+                              self.o.atol, self.own, parallel=self.o.parallel)
         self.absorb(case, ref, rw, rows)
 
     def absorb(self, case: Case, ref: Any, rw: tuple[str, onnx.ModelProto] | None,
@@ -256,25 +261,50 @@ class _Campaign:
             return
         ub = undefined(case.model, ref.f32)
         label = "undefined" if ub else "bug"
-        folder = self.bundle_root / f"{len(self.findings) + 1:04d}"
         f = Finding(0, pre, target, stage, kind, label, sorted(set(case.ops)), one_line(case.model), error,
                     graph_seed=case.seed, rewrite=rewrite)
         self.pre[pre] = f
-        if self.o.reduce:
-            self._reduce(f, case, target, folder)
-        sig = signature(target, stage, kind, f.ops, error)
+        if self.o.reduce:  # reduced after the campaign (reduce_pending): generation never waits on it
+            self.queue.append((f, case, target, bool(ub)))
+            self.say(f"new failure {len(self.queue)}: {target} {kind} at {stage or 'compare'} on "
+                     f"{'+'.join(f.ops)}: {error[:100]} (reduced after the campaign)")
+            return
+        self._settle(f, target, bool(ub), None)
+
+    def _settle(self, f: Finding, target: str, ub: bool, folder: Path | None) -> None:
+        """Dedup a finding by its (reduced) signature; number and announce a new one."""
+        sig = signature(target, f.stage, f.kind, f.ops, f.error)
         if sig in self.unique:
-            self.unique[sig].repeats += 1
-            shutil.rmtree(folder, ignore_errors=True)
-            self.pre[pre] = self.unique[sig]
+            self.unique[sig].repeats += 1 + f.repeats
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+            self.pre[f.signature] = self.unique[sig]
             return
         f.signature = sig
         f.known = sig in self.known.get(target, set())
         f.number = len(self.findings) + 1
         self.unique[sig] = f
         self.findings.append(f)
-        self.say(f"finding {f.number:04d}: {target} {kind} at {stage or 'compare'} on {'+'.join(f.ops)}"
-                 f"{' (known)' if f.known else ''}{' [undefined behaviour]' if ub else ''}: {error[:100]}")
+        self.say(f"finding {f.number:04d}: {target} {f.kind} at {f.stage or 'compare'} on {'+'.join(f.ops)}"
+                 f"{' (known)' if f.known else ''}{' [undefined behaviour]' if ub else ''}: {f.error[:100]}")
+
+    def reduce_pending(self, interrupted: bool = False) -> None:
+        """The reduction phase: reduce and bundle each new failure of the campaign in the order
+        found (:meth:`_reduce`, one ``compstack explain`` each), then dedup by the reduced
+        signature. ``interrupted``: bundle them unreduced instead (Ctrl-C keeps every failure)."""
+        queue, self.queue = self.queue, []
+        if queue and not interrupted:
+            self.say(f"reducing {len(queue)} new failure(s)")
+        for f, case, target, ub in queue:
+            folder = self.bundle_root / f"{len(self.findings) + 1:04d}"
+            if interrupted:
+                f.reproduced = False
+                f.attribution = "not reduced: the campaign was interrupted"
+                self._save_unreduced(case, folder)
+                f.bundle = str(folder)
+            else:
+                self._reduce(f, case, target, folder)
+            self._settle(f, target, ub, folder)
 
     def _reduce(self, f: Finding, case: Case, target: str, folder: Path) -> None:
         from compstack.explain import explain
@@ -365,13 +395,15 @@ def evaluate_one(ev: Any, dtypes_of: Callable[[str], frozenset[str]], model: onn
 def evaluate_graph(ev: Any, dtypes_of: Callable[[str], frozenset[str]], model: onnx.ModelProto,
                    feeds: dict[str, np.ndarray], ref: Any, rw: tuple[str, onnx.ModelProto] | None,
                    targets: Sequence[str], rtol: float | None, atol: float | None,
-                   own: dict[str, float] | None = None) -> list[dict[str, Any]]:
+                   own: dict[str, float] | None = None, parallel: int = 1) -> list[dict[str, Any]]:
     """Every oracle on one generated graph, as plain data (what a Ray actor sends back).
 
     Runs ``model`` on each of ``targets`` (:func:`evaluate_one`); a differential verdict
     shared by every target that ran becomes ``reference-suspect`` (:func:`_reference_suspect`);
     the rewrite ``rw`` (name, model) runs on each target whose original was ``ok`` or
-    ``imprecise``, against its own reference values.
+    ``imprecise``, against its own reference values. ``parallel`` > 1 runs that many
+    targets at once, each in its own warm worker (threads here only wait on the workers'
+    pipes); the rows are the same as one at a time, in ``targets`` order.
 
     Returns:
         One dict per target, in ``targets`` order: ``target``, ``key``, ``stage``,
@@ -380,20 +412,43 @@ def evaluate_graph(ev: Any, dtypes_of: Callable[[str], frozenset[str]], model: o
     """
     from compstack.explain.graph import reference_values
 
-    done = {t: evaluate_one(ev, dtypes_of, model, feeds, ref, t, rtol, atol, own) for t in targets}
-    suspect = _reference_suspect(done)
-    rows, rref = [], None
+    lock = threading.Lock()
+    rref: list[Any] = []  # the rewrite's reference values, computed once, by the first target that needs them
+    mine: dict[str, float] = {}  # each thread adds its judge seconds here under the lock
+
+    def one(t: str) -> tuple[tuple[str, str, str, Any], dict[str, Any] | None]:
+        spent: dict[str, float] = {}
+        first = evaluate_one(ev, dtypes_of, model, feeds, ref, t, rtol, atol, spent)
+        second = None
+        if rw is not None and first[0] in ("ok", "imprecise"):  # the rewrite's turn does not depend on the others
+            with lock:
+                if not rref:
+                    rref.append(reference_values(rw[1], feeds))
+            k2, st2, err2, _ = evaluate_one(ev, dtypes_of, rw[1], feeds, rref[0], t, rtol, atol, spent)
+            second = {"key": k2, "stage": st2, "error": err2}
+        with lock:
+            for k, v in spent.items():
+                mine[k] = mine.get(k, 0.0) + v
+        return first, second
+
+    if parallel > 1 and len(targets) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(parallel, len(targets)), thread_name_prefix="fuzz-eval") as pool:
+            results = dict(zip(targets, pool.map(one, targets)))
+    else:
+        results = {t: one(t) for t in targets}
+    if own is not None:
+        for k, v in mine.items():
+            own[k] = own.get(k, 0.0) + v
+    suspect = _reference_suspect({t: r[0] for t, r in results.items()})
+    rows = []
     for t in targets:
-        key, stage, err, res = done[t]
+        (key, stage, err, res), second = results[t]
         if key in _DIFFERENTIAL and suspect:
             key = "reference-suspect"
-        row: dict[str, Any] = {"target": t, "key": key, "stage": stage, "error": err,
-                               "stage_seconds": dict(res.stage_seconds) if res is not None else {}, "rewrite": None}
-        if rw is not None and key in ("ok", "imprecise"):
-            rref = rref if rref is not None else reference_values(rw[1], feeds)
-            k2, st2, err2, _ = evaluate_one(ev, dtypes_of, rw[1], feeds, rref, t, rtol, atol, own)
-            row["rewrite"] = {"key": k2, "stage": st2, "error": err2}
-        rows.append(row)
+        rows.append({"target": t, "key": key, "stage": stage, "error": err,
+                     "stage_seconds": dict(res.stage_seconds) if res is not None else {}, "rewrite": second})
     return rows
 
 
@@ -401,9 +456,17 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[str], None] | Non
                  store: Any = None) -> dict[str, Any]:
     """Run a campaign; returns its record (and writes it to ``store`` when given).
 
+    Two phases: generation (every graph on every target until ``budget_s`` or
+    ``max_graphs``; a new failure is queued) then reduction (each queued failure reduced and
+    bundled by ``compstack explain``, then deduplicated by its reduced signature), so that
+    generation never waits on a reduction (issue #29). Ctrl-C in the first phase bundles
+    the queued failures unreduced.
+
     Returns:
-        ``{"campaign", "graphs", "rejected", "seconds", "graphs_per_min", "outcomes",
-        "stage_seconds", "own_seconds", "versions", "findings": [Finding.row()...]}``.
+        ``{"campaign", "graphs", "rejected", "seconds", "graphs_per_min", "phases",
+        "outcomes", "stage_seconds", "own_seconds", "versions", "findings": [Finding.row()...]}``;
+        ``seconds`` and ``graphs_per_min`` are end to end (both phases), ``phases`` has
+        ``generate_s``, ``reduce_s`` and ``generate_graphs_per_min``.
     """
     say = on_progress or (lambda s: None)
     c = _Campaign(opts, say)
@@ -414,18 +477,29 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[str], None] | Non
     t0 = time.monotonic()
     progress = _Progress(c, store, cid, t0)
     try:
-        if opts.executor == "ray":
-            from compstack.fuzz.ray_exec import run_on_ray
+        try:
+            if opts.executor == "ray":
+                from compstack.fuzz.ray_exec import run_on_ray
 
-            run_on_ray(c, opts, t0 + opts.budget_s, progress)
-        else:
-            active = c.start()
-            deadline = t0 + opts.budget_s
-            i = 0
-            while active and time.monotonic() < deadline and (opts.max_graphs is None or i < opts.max_graphs):
-                c.step(i, active)
-                i += 1
-                progress(i == opts.max_graphs)
+                run_on_ray(c, opts, t0 + opts.budget_s, progress)
+            else:
+                active = c.start()
+                deadline = t0 + opts.budget_s
+                i = 0
+                while active and time.monotonic() < deadline and (opts.max_graphs is None or i < opts.max_graphs):
+                    c.step(i, active)
+                    i += 1
+                    progress(i == opts.max_graphs)
+        except KeyboardInterrupt:
+            c.reduce_pending(interrupted=True)  # every failure found so far keeps a bundle
+            if store:
+                _sync(store, cid, c)
+            raise
+        generated_s = time.monotonic() - t0
+        c.ev.close()  # the generation phase's workers: the reduction starts its own
+        t_reduce = time.monotonic()
+        c.reduce_pending()
+        reduce_s = time.monotonic() - t_reduce
     finally:
         c.close()
     progress(True)  # the last progress line counts what the summary counts (a budget-ended loop made none)
@@ -436,6 +510,8 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[str], None] | Non
         _sync(store, cid, c)
     return {"campaign": cid, "graphs": c.graphs, "rejected": c.gen.stats["rejected"],
             "reject_reasons": c.gen.stats["reasons"], "seconds": secs, "graphs_per_min": gpm,
+            "phases": {"generate_s": round(generated_s, 3), "reduce_s": round(reduce_s, 3),
+                       "generate_graphs_per_min": round(c.graphs / max(generated_s / 60, 1e-9), 2)},
             "outcomes": c.outcomes, "stage_seconds": c.seconds, "own_seconds": c.own, "versions": c.versions,
             "out_dir": str(c.bundle_root), "findings": [f.row() for f in c.findings], "ops": c.gen.ops(),
             "symbolic_graphs": c.gen.stats["symbolic"], "executor": c.executor}
@@ -447,15 +523,17 @@ class _Progress:
 
     def __init__(self, c: "_Campaign", store: Any, cid: int, t0: float) -> None:
         self.c, self.store, self.cid, self.t0, self.last = c, store, cid, t0, t0
-        self.said: tuple[int, int] | None = None  # (graphs, findings) of the last line
+        self.said: tuple[int, int, int] | None = None  # (graphs, findings, to reduce) of the last line
 
     def __call__(self, force: bool = False) -> None:
         c, now = self.c, time.monotonic()
-        if (not force and now - self.last <= 30) or (force and self.said == (c.graphs, len(c.findings))):
+        state = (c.graphs, len(c.findings), len(c.queue))
+        if (not force and now - self.last <= 30) or (force and self.said == state):
             return
-        self.last, self.said = now, (c.graphs, len(c.findings))
+        self.last, self.said = now, state
         gpm = c.graphs / max((now - self.t0) / 60, 1e-9)
-        c.say(f"{c.graphs} graphs, {gpm:.1f} graphs/min, {len(c.findings)} unique finding(s)")
+        pending = f" (+{len(c.queue)} new failure(s) to reduce after the campaign)" if c.queue else ""
+        c.say(f"{c.graphs} graphs, {gpm:.1f} graphs/min, {len(c.findings)} unique finding(s){pending}")
         if self.store:
             self.store.update(self.cid, c.graphs, c.gen.stats["rejected"], c.outcomes, c.seconds, gpm,
                               len(c.findings))

@@ -210,8 +210,9 @@ def _rebase(ex: Any, p: Any, simple: Any) -> Any:
 
     sub = Explainer(simple.model, simple.feeds, ex.clauses, ex.evaluator, ex.target_options, ex.rtol, ex.atol,
                     ex.deadline)
-    names = {i.name for i in simple.model.graph.input}
-    sub.ref.symbolic_inputs = {n: vi for n, vi in ex.ref.symbolic_inputs.items() if n in names}
+    from compstack.explain.graph import symbolic_inputs_of
+
+    sub.ref.symbolic_inputs = symbolic_inputs_of(simple.model) if ex.ref.symbolic_inputs else {}
     sub.all_targets = ex.all_targets
     sub.failure = dict(ex.failure)
     return sub

@@ -29,7 +29,16 @@ import onnx
 
 from compstack.analysis.verdict import Verdict, judge
 from compstack.explain.evaluate import EvalResult, Evaluator, Run
-from compstack.explain.graph import Piece, ReferenceValues, describe, feeds_for, node_inputs, piece, prefix_frontier
+from compstack.explain.graph import (
+    Piece,
+    ReferenceValues,
+    describe,
+    feeds_for,
+    node_inputs,
+    piece,
+    prefix_frontier,
+    symbolic_inputs_of,
+)
 from compstack.explain.keep import Clause
 
 __all__ = ["Check", "Explainer", "BisectResult", "ReduceResult", "Simplified", "simplify"]
@@ -381,8 +390,7 @@ def simplify(explainer: Explainer, p: Piece) -> Simplified:
                             explainer.rtol, explainer.atol)
         except Exception:  # noqa: BLE001 - the reference cannot run the candidate: not taken
             return False
-        names = {i.name for i in m.graph.input}
-        sub.ref.symbolic_inputs = {n: vi for n, vi in explainer.ref.symbolic_inputs.items() if n in names}
+        sub.ref.symbolic_inputs = symbolic_inputs_of(m) if explainer.ref.symbolic_inputs else {}
         return sub.whole().holds
 
     opsets = {o.domain: o.version for o in model.opset_import}
@@ -419,8 +427,8 @@ def simplify(explainer: Explainer, p: Piece) -> Simplified:
 
 def with_input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]],
                       initializers: dict[str, np.ndarray] | None = None) -> onnx.ModelProto:
-    """A copy of ``model`` whose graph inputs named in ``shapes`` declare those static
-    shapes and whose initializers named in ``initializers`` hold those arrays; the
+    """A copy of ``model`` whose graph inputs named in ``shapes`` declare those shapes (a
+    dim declared symbolic, ``dim_param``, stays symbolic) and whose initializers named in ``initializers`` hold those arrays; the
     inferred ``value_info`` is dropped and the outputs' dims become symbolic (same rank),
     so ONNX shape inference (run by the validity check) derives them again.
     """
@@ -432,9 +440,15 @@ def with_input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]
     for vi in out.graph.input:
         if vi.name in shapes:
             dims = vi.type.tensor_type.shape.dim
+            symbolic = [d.dim_param if d.HasField("dim_param") else "" for d in dims]
+            if len(symbolic) != len(shapes[vi.name]):
+                symbolic = [""] * len(shapes[vi.name])
             del dims[:]
-            for d in shapes[vi.name]:
-                dims.add().dim_value = int(d)
+            for d, param in zip(shapes[vi.name], symbolic):
+                if param:  # a symbolic dim stays symbolic: the model checked is the model kept
+                    dims.add().dim_param = param
+                else:
+                    dims.add().dim_value = int(d)
     for i, init in enumerate(out.graph.initializer):
         if initializers and init.name in initializers:
             out.graph.initializer[i].CopyFrom(numpy_helper.from_array(initializers[init.name], init.name))

@@ -138,6 +138,28 @@ def _value_info(name: str, arr: np.ndarray) -> onnx.ValueInfoProto:
                                          list(np.asarray(arr).shape))
 
 
+def symbolic_inputs_of(proto: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    """The graph inputs of ``proto`` that declare a symbolic dim (``dim_param``), by name."""
+    return {vi.name: vi for vi in proto.graph.input
+            if any(d.HasField("dim_param") for d in vi.type.tensor_type.shape.dim)}
+
+
+def symbolic_like(vi: onnx.ValueInfoProto, value: np.ndarray) -> onnx.ValueInfoProto:
+    """``vi`` for an input now fed ``value``: its symbolic dims kept, its static dims set to
+    ``value``'s sizes (a reduction that shrank the input keeps the declaration it checked
+    honest); a rank that no longer matches gives the static declaration of ``value``."""
+    dims = vi.type.tensor_type.shape.dim
+    shape = np.shape(value)
+    if len(dims) != len(shape):
+        return _value_info(vi.name, np.asarray(value))
+    out = onnx.ValueInfoProto()
+    out.CopyFrom(vi)
+    for d, size in zip(out.type.tensor_type.shape.dim, shape):
+        if not d.HasField("dim_param"):
+            d.dim_value = int(size)
+    return out
+
+
 def piece(proto: onnx.ModelProto, keep: Iterable[int], ref: ReferenceValues,
           outputs: Sequence[str] | None = None, name: str = "") -> Piece:
     """The model made of the nodes ``keep`` of ``proto``.
@@ -164,7 +186,8 @@ def piece(proto: onnx.ModelProto, keep: Iterable[int], ref: ReferenceValues,
         outputs = [o for o in produced if o not in consumed_set or o in declared]
     graph = helper.make_graph(
         [nodes[i] for i in kept], name or f"{proto.graph.name or 'model'}_piece",
-        [ref.symbolic_inputs[n] if n in ref.symbolic_inputs else _value_info(n, ref.feed(n)) for n in graph_inputs],
+        [symbolic_like(ref.symbolic_inputs[n], ref.feed(n)) if n in ref.symbolic_inputs else _value_info(n, ref.feed(n))
+         for n in graph_inputs],
         [_value_info(o, np.asarray(ref.f32[o])) for o in outputs],
         [inits[n] for n in dict.fromkeys(consumed) if n in inits],
     )

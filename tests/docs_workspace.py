@@ -90,7 +90,9 @@ def write(folder: Path) -> Path:
     (folder / "models.txt").write_text("zoo:mlp\nmodels/mlp2.onnx\n", encoding="utf-8")
     x = np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32)
     np.savez(folder / "inputs.npz", x=x)
-    np.savez(folder / "in.npz", x=x)
+    rng = np.random.default_rng(2)  # explain.md: inputs of zoo:bert (vocab 1000, seq 16)
+    np.savez(folder / "in.npz", input_ids=rng.integers(0, 1000, (2, 16), dtype=np.int64),
+             attention_mask=np.ones((2, 16), np.int64), token_type_ids=np.zeros((2, 16), np.int64))
     _huge_npz(folder / "huge.npz")
     (folder / "my_model.py").write_text(_TORCH_MODEL, encoding="utf-8")
     (folder / "my_jax_model.py").write_text(_JAX_MODEL, encoding="utf-8")

@@ -55,7 +55,7 @@ for script, argv, want in todo:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     sys.stdout.flush(); sys.stderr.flush()
-    print(f"exit status {code}", flush=True)
+    print(f"\\nexit status {code}", flush=True)  # on a line of its own, whatever the command left unended
     if code != want:
         sys.exit(code or 1)
 """

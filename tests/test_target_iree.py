@@ -214,6 +214,11 @@ def test_save_temps_keeps_files_and_commands(fresh_settings: pytest.MonkeyPatch,
     assert "--compile-to=input" in commands and "--compile-to=flow" in commands
     assert commands.count("iree-compile") == 3 and str(folder) in commands
     assert f"{folder / 'import_onnx.py'} {folder / 'model.onnx'} {folder / 'model.mlir'}" in commands
+    # the kept script replays the import that ran in the worker, alone (no compstack on its path)
+    again = subprocess.run([sys.executable, "-P", str(folder / "import_onnx.py"), str(folder / "model.onnx"),
+                            str(tmp_path / "again.mlir")], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (tmp_path / "again.mlir").read_text() == (folder / "model.mlir").read_text()
     with pytest.raises(ToolError) as info:
         tools.run_tool([tools.find_tool("iree-compile"), folder / "missing.mlir"], temps=lowered.scratch)
     assert info.value.temps == folder and str(folder) in str(info.value)

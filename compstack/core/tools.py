@@ -225,6 +225,12 @@ def format_command(argv: Sequence[str | os.PathLike[str]]) -> str:
     return shlex.join(str(a) for a in argv)
 
 
+def log_command(argv: Sequence[str], temps: Scratch | None = None) -> None:
+    """Append ``argv`` to ``COMPSTACK_SAVE_TEMPS``'s ``commands.txt``, as :func:`run_tool` does,
+    for a step compstack runs in its own process (a Python API standing in for a tool)."""
+    _log_command([str(a) for a in argv], None, temps.path if temps is not None and temps.kept else None)
+
+
 def _log_command(argv: Sequence[str], cwd: Path | None, temps: Path | None) -> None:
     root = tool_settings().save_temps
     if root is None:

@@ -18,8 +18,9 @@ Stages, in pipeline order (``iree-compile`` phases; see ``iree-compile --help``,
 
 By default the import keeps each ONNX node's name as its MLIR location
 (``loc("node_name")``; ``iree-import-onnx`` has no option for that, so the importer's
-Python API runs in a subprocess instead); errors from ``iree-compile`` then name the
-node. Locations and large constants are elided from the stage texts (constants are
+Python API runs instead, in the worker process itself: a subprocess per model cost a
+Python start and an importer load, 0.3 s a graph when fuzzing); errors from
+``iree-compile`` then name the node. Locations and large constants are elided from the stage texts (constants are
 replaced by a size and content hash); the files under ``COMPSTACK_SAVE_TEMPS`` keep
 everything.
 
@@ -29,6 +30,7 @@ Recipe and traps: ``/work/shared/notes/STACKS.md`` section 5.
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,36 +42,12 @@ from compstack.core import ir as cir
 from compstack.core import tools
 from compstack.core.errors import UnavailableError
 from compstack.targets.base import Availability, Compiled, Lowered, Target, TargetOptions
+from compstack.targets.iree import import_onnx
 from compstack.targets.iree.stages import _LAZY_PHASES, _IreeCompiled, _IreeLowered
 
 __all__ = ["IreeLlvmCpuTarget", "IreeOptions"]  # the GPU targets: compstack.targets.iree.gpu
 
-
-
-#: Runs IREE's ONNX importer (as ``iree-import-onnx`` does) and prints the module *with*
-#: locations (node names). Written into the scratch folder and run as a script, so
-#: ``COMPSTACK_SAVE_TEMPS`` keeps a replayable command.
-_IMPORT_SCRIPT = """\
-# Written by compstack.targets.iree.target: python import_onnx.py MODEL.onnx OUT.mlir
-import sys, onnx
-from iree.compiler.extras import onnx_importer
-from iree.compiler.ir import Context
-src, dst = sys.argv[1], sys.argv[2]
-model = onnx.load(src)
-try:
-    model = onnx.shape_inference.infer_shapes(model, data_prop=True)
-except ValueError:
-    pass
-info = onnx_importer.ModelInfo(model)
-module = info.create_module(context=Context()).operation
-onnx_importer.NodeImporter.define_function(info.main_graph, module).import_all()
-module.verify()
-with open(dst, "w") as f:
-    f.write(module.get_asm(assume_verified=True, enable_debug_info=True))
-"""
-
 _FUNC = re.compile(r'func\.func @(?:"([^"]+)"|([\w$.\-]+))\(')
-
 
 
 @dataclass(frozen=True)
@@ -210,11 +188,11 @@ class IreeLlvmCpuTarget(Target):
         mlir = scratch.path / "model.mlir"
         if self.options.keep_locations:
             script = scratch.path / "import_onnx.py"
-            script.write_text(_IMPORT_SCRIPT)
-            argv: list[Any] = [sys.executable, script, onnx_path, mlir]
+            shutil.copyfile(Path(import_onnx.__file__), script)
+            _import_onnx([sys.executable, str(script), str(onnx_path), str(mlir)], scratch)
         else:
-            argv = [tools.find_tool("iree-import-onnx"), onnx_path, "-o", mlir]
-        tools.run_tool(argv, timeout=self.options.compile_timeout_s, temps=scratch)
+            argv: list[Any] = [tools.find_tool("iree-import-onnx"), onnx_path, "-o", mlir]
+            tools.run_tool(argv, timeout=self.options.compile_timeout_s, temps=scratch)
         custom_ops.rewrite(mlir, calls, "llvm-cpu" in " ".join(self.compile_flags()), self.name)
         text = mlir.read_text()
         found = _FUNC.search(text)
@@ -234,6 +212,26 @@ class IreeLlvmCpuTarget(Target):
         compiled = _IreeCompiled(self, model, path.read_bytes(), None)
         compiled.set_module_path(path.resolve())
         return compiled
+
+
+def _import_onnx(argv: list[str], scratch: Any) -> None:
+    """Run :func:`compstack.targets.iree.import_onnx.main` in this process (``argv``: python,
+    the script's copy, MODEL.onnx, OUT.mlir); the command is logged as a tool's would be.
+
+    Raises:
+        ToolError: the importer raised (its traceback's last lines as the tool's stderr, as
+            when it ran as a subprocess).
+    """
+    import traceback
+
+    from compstack.core.errors import ToolError
+
+    tools.log_command(argv, scratch)
+    try:
+        import_onnx.main(argv[2], argv[3])
+    except Exception as exc:  # noqa: BLE001 - the importer's failure is this stage's error
+        raise ToolError(argv, 1, "".join(traceback.format_exception(exc))[-4000:],
+                        scratch.path if scratch.kept else None) from None
 
 
 def _dist_version(dist: str) -> str:

@@ -79,8 +79,29 @@ def _huge_npz(path: Path) -> None:
         z.writestr("x.npy", head.getvalue() + bytes(64))
 
 
-def write(folder: Path) -> Path:
-    """Write every file the examples name into ``folder``; returns it."""
+def _bug_bundle(folder: Path) -> None:
+    """``bug/``: a real explain bundle. tvm-llvm 0.27's Relax frontend fails to compile a
+    ``Pow`` whose input has a symbolic dim ("emit_te now only supports Tensor that has
+    ShapeExpr shape"; found by ``compstack fuzz --seed 7``). Nothing is written when this
+    TVM compiles it (the blocks that replay ``bug/`` then fail and say so)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from compstack.explain import explain
+
+    c = numpy_helper.from_array(-np.ones((3, 1, 1), np.float16), "c")
+    graph = helper.make_graph([helper.make_node("Pow", ["x", "c"], ["y"])], "pow",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["d", 1, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [3, 1, 1])], [c])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    onnx.checker.check_model(model)
+    explain(model, {"x": np.full((3, 1, 1), 2.0, np.float16)}, ["tvm-llvm"], out_dir=folder / "bug",
+            keep_symbolic=True)
+
+
+def write(folder: Path, bundle: bool = False) -> Path:
+    """Write every file the examples name into ``folder`` (with ``bundle``, also the real
+    explain bundle ``bug/``: seconds of TVM); returns it."""
     make_mlp(folder / "model.onnx")
     (folder / "path" / "to").mkdir(parents=True)
     make_mlp(folder / "path" / "to" / "model.onnx")
@@ -104,4 +125,6 @@ def write(folder: Path) -> Path:
     shutil.copytree(ROOT / "examples", folder / "examples")  # custom-ops.md: examples/custom_op_model.py
     (folder / "build").mkdir()  # a folder compstack did not write (trust-data.md)
     (folder / "build" / "notes.txt").write_text("mine\n", encoding="utf-8")
+    if bundle:
+        _bug_bundle(folder)
     return folder

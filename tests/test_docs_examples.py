@@ -157,6 +157,14 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return docs_workspace.write(tmp_path_factory.mktemp("docs-workspace"))
 
 
+@pytest.fixture(scope="module")
+def bundle_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`workspace` with the real explain bundle ``bug/`` (slow blocks only)."""
+    import docs_workspace
+
+    return docs_workspace.write(tmp_path_factory.mktemp("docs-workspace-bug"), bundle=True)
+
+
 def run_block(block: Block, tmp: Path, cache: Path, workspace: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run one block in ``tmp`` (a copy of ``workspace`` first); the completed process
     (stdout and stderr together)."""
@@ -203,8 +211,9 @@ def test_console_errors_are_read_as_expected_output() -> None:
 
 
 @pytest.mark.parametrize("block", _params("default") + _params("slow"))
-def test_example_runs(block: Block, tmp_path: Path, cache: Path, workspace: Path) -> None:
-    proc = run_block(block, tmp_path, cache, workspace)
+def test_example_runs(block: Block, tmp_path: Path, cache: Path, request: pytest.FixtureRequest) -> None:
+    needs_bug = bool(re.search(r"(^|\s)bug/(\s|$)", block.code)) and "-o bug/" not in block.code
+    proc = run_block(block, tmp_path, cache, request.getfixturevalue("bundle_workspace" if needs_bug else "workspace"))
     assert proc.returncode == 0, f"{block.where} exited {proc.returncode}:\n{proc.stdout[-3000:]}"
     assert "Traceback (most recent call last)" not in proc.stdout, proc.stdout[-3000:]
     if block.lang != "python":

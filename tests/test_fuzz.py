@@ -191,7 +191,7 @@ def test_cli_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) ->
 
 def test_consensus_against_the_reference_blames_no_stack() -> None:
     from compstack.explain.evaluate import EvalResult
-    from compstack.fuzz.campaign import _reference_suspect
+    from compstack.fuzz.oracles import reference_suspect as _reference_suspect
 
     same = {"y": np.asarray([-0.667, 0.333], np.float32)}
     wrong = ("wrong", "compare", "output y", None)

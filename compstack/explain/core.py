@@ -28,17 +28,9 @@ import numpy as np
 import onnx
 
 from compstack.analysis.verdict import Verdict, judge
+from compstack.explain import graph as _graph
 from compstack.explain.evaluate import EvalResult, Evaluator, Run
-from compstack.explain.graph import (
-    Piece,
-    ReferenceValues,
-    describe,
-    feeds_for,
-    node_inputs,
-    piece,
-    prefix_frontier,
-    symbolic_inputs_of,
-)
+from compstack.explain.graph import Piece, ReferenceValues, describe, feeds_for, node_inputs, piece, prefix_frontier
 from compstack.explain.keep import Clause
 
 __all__ = ["Check", "Explainer", "BisectResult", "ReduceResult", "Simplified", "simplify"]
@@ -390,7 +382,7 @@ def simplify(explainer: Explainer, p: Piece) -> Simplified:
                             explainer.rtol, explainer.atol)
         except Exception:  # noqa: BLE001 - the reference cannot run the candidate: not taken
             return False
-        sub.ref.symbolic_inputs = symbolic_inputs_of(m) if explainer.ref.symbolic_inputs else {}
+        sub.ref.symbolic_inputs = _graph.symbolic_inputs_of(m) if explainer.ref.symbolic_inputs else {}
         return sub.whole().holds
 
     opsets = {o.domain: o.version for o in model.opset_import}
@@ -438,17 +430,8 @@ def with_input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]
 
     out = copy.deepcopy(model)
     for vi in out.graph.input:
-        if vi.name in shapes:
-            dims = vi.type.tensor_type.shape.dim
-            symbolic = [d.dim_param if d.HasField("dim_param") else "" for d in dims]
-            if len(symbolic) != len(shapes[vi.name]):
-                symbolic = [""] * len(shapes[vi.name])
-            del dims[:]
-            for d, param in zip(shapes[vi.name], symbolic):
-                if param:  # a symbolic dim stays symbolic: the model checked is the model kept
-                    dims.add().dim_param = param
-                else:
-                    dims.add().dim_value = int(d)
+        if vi.name in shapes:  # a symbolic dim stays symbolic: the model checked is the model kept
+            vi.CopyFrom(_graph.symbolic_like(vi, shapes[vi.name]))
     for i, init in enumerate(out.graph.initializer):
         if initializers and init.name in initializers:
             out.graph.initializer[i].CopyFrom(numpy_helper.from_array(initializers[init.name], init.name))

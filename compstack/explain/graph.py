@@ -144,18 +144,21 @@ def symbolic_inputs_of(proto: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]
             if any(d.HasField("dim_param") for d in vi.type.tensor_type.shape.dim)}
 
 
-def symbolic_like(vi: onnx.ValueInfoProto, value: np.ndarray) -> onnx.ValueInfoProto:
-    """``vi`` for an input now fed ``value``: its symbolic dims kept, its static dims set to
-    ``value``'s sizes (a reduction that shrank the input keeps the declaration it checked
-    honest); a rank that no longer matches gives the static declaration of ``value``."""
-    dims = vi.type.tensor_type.shape.dim
-    shape = np.shape(value)
-    if len(dims) != len(shape):
-        return _value_info(vi.name, np.asarray(value))
+def symbolic_like(vi: onnx.ValueInfoProto, shape: Sequence[int]) -> onnx.ValueInfoProto:
+    """``vi`` for an input now of ``shape``: its symbolic dims (``dim_param``) kept, its
+    static dims set to ``shape``'s sizes, so a reduction that shrank the input keeps the
+    declaration it checked; a rank that no longer matches gives ``shape`` all static."""
     out = onnx.ValueInfoProto()
     out.CopyFrom(vi)
-    for d, size in zip(out.type.tensor_type.shape.dim, shape):
-        if not d.HasField("dim_param"):
+    dims = out.type.tensor_type.shape.dim
+    params = [d.dim_param if d.HasField("dim_param") else "" for d in dims]
+    params = params if len(params) == len(shape) else [""] * len(shape)
+    del dims[:]
+    for size, param in zip(shape, params):
+        d = dims.add()
+        if param:
+            d.dim_param = param
+        else:
             d.dim_value = int(size)
     return out
 
@@ -186,8 +189,8 @@ def piece(proto: onnx.ModelProto, keep: Iterable[int], ref: ReferenceValues,
         outputs = [o for o in produced if o not in consumed_set or o in declared]
     graph = helper.make_graph(
         [nodes[i] for i in kept], name or f"{proto.graph.name or 'model'}_piece",
-        [symbolic_like(ref.symbolic_inputs[n], ref.feed(n)) if n in ref.symbolic_inputs else _value_info(n, ref.feed(n))
-         for n in graph_inputs],
+        [symbolic_like(ref.symbolic_inputs[n], ref.feed(n).shape) if n in ref.symbolic_inputs
+         else _value_info(n, ref.feed(n)) for n in graph_inputs],
         [_value_info(o, np.asarray(ref.f32[o])) for o in outputs],
         [inits[n] for n in dict.fromkeys(consumed) if n in inits],
     )

@@ -6,7 +6,7 @@ worker per evaluation (as sweeps do, :mod:`compstack.sweep._ray`) would spend mo
 its time starting. Each of ``workers`` Ray actors (``num_cpus=1``) holds its own
 :class:`compstack.explain.evaluate.Evaluator`, i.e. one long-lived, isolated worker
 process per target, exactly as a local campaign does; each actor task is one graph on
-every target (:func:`compstack.fuzz.campaign.evaluate_graph`: the crash, differential
+every target (:func:`compstack.fuzz.oracles.evaluate_graph`: the crash, differential
 and equivalence oracles). A stack crash or hang kills the Evaluator's worker process,
 not the actor.
 
@@ -88,7 +88,7 @@ class FuzzActor:
                 "versions": {str(k): str(v) for k, v in (info.get("versions") or {}).items()}}
 
     def _dtypes_of(self, target: str) -> frozenset[str]:
-        from compstack.fuzz.campaign import target_dtypes
+        from compstack.fuzz.oracles import target_dtypes
 
         if target not in self._dtypes:
             self._dtypes[target] = target_dtypes(target)
@@ -102,7 +102,7 @@ class FuzzActor:
         """
         import socket
 
-        from compstack.fuzz.campaign import evaluate_graph
+        from compstack.fuzz.oracles import evaluate_graph
 
         model = onnx.load_from_string(job["model"])
         feeds = unpack_arrays(job["feeds"])

@@ -67,10 +67,7 @@ class CompareOptions:
             None gives them the model as written (see :func:`stack_model_file`).
         threads: threads every stack is asked for (None: :func:`compstack.core.threads.default_threads`,
             the physical cores; 0: each stack's own default); see :mod:`compstack.core.threads`.
-        tuned: ``--tuned``: what "tuned" means for each target (:mod:`compstack.run.tuned`),
-            written to its row as ``flags.tuned_as``; empty: an untuned run.
-        tuned_budget_s: ``--budget`` in seconds (0: not tuned); each target's job limit
-            grows by it (:func:`compstack.run.executors.tuning_limits`).
+        tuned, tuned_budget_s: ``--tuned`` per target (rows' ``flags.tuned_as``) and ``--budget``, s.
         executor: where the jobs run (:func:`compstack.run.executors.open_executor`): an
             executor name (``inline``, ``process``, ``pool``), an :class:`Executor` the
             caller keeps (a sweep reuses one pool), or ``""``: ``process``, or ``inline``
@@ -475,6 +472,7 @@ def _to_result(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expect
 def _numerics_row(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expected: Mapping[str, Any],
                   options: CompareOptions, ref_note: str, oracle: CheckedOracle | None = None) -> Result:
     from compstack.run.rownotes import latency_notes
+    from compstack.run.tuned import mark_tuned
 
     compile_s = None
     if outcome.compile_s is not None:
@@ -489,9 +487,7 @@ def _numerics_row(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, exp
         result.latency_error = latency_error
         result.notes.append(f"latency failed (outputs were compared): {latency_error}")
     result.notes.extend(latency_notes(outcome.latency, outcome.flags.get("threads"), options.latency))
-    if outcome.target in options.tuned:
-        result.flags = {**result.flags, "tuned_as": options.tuned[outcome.target]}
-        result.notes.append(f"--tuned: {options.tuned[outcome.target]}")
+    mark_tuned(result, options.tuned)
     if outcome.status != "ok":
         return result
     actual = outcome.extra.get("outputs") or {}

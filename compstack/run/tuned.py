@@ -1,6 +1,6 @@
 """``--tuned``: every stack at its best, and what "tuned" meant for each row (issue #26).
 
-Each target class says what its best is (:meth:`compstack.targets.base.Target.tuned_options`):
+Each target class says what its best is (:attr:`compstack.targets.base.Target.tuned_as`):
 TVM searches with MetaSchedule for the budget, Inductor compiles with ``max-autotune``, IREE
 compiles at ``O3`` with data tiling and ukernels, OpenVINO gets its ``LATENCY`` hint and ORT
 ``ORT_ENABLE_ALL``; XLA and TorchScript have no tuning step and say so. The user's own
@@ -11,8 +11,9 @@ builder optimisation level.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-__all__ = ["DEFAULT_BUDGET", "tuned_target_options"]
+__all__ = ["DEFAULT_BUDGET", "mark_tuned", "tuned_target_options"]
 
 #: ``--budget`` when ``--tuned`` is given alone: a tuning budget per model and stack.
 DEFAULT_BUDGET = "5m"
@@ -42,7 +43,9 @@ def tuned_target_options(targets: Sequence[str], user: Mapping[str, Mapping[str,
     meaning: dict[str, str] = {}
     for name in targets:
         cls = registry.get(name)
-        tuned, means = cls.tuned_options(budget_s)
+        raw, text = cls.tuned_as
+        tuned = {k: v.replace("{budget}", f"{budget_s:g}") for k, v in raw.items()}
+        means = text.replace("{budget}", f"{budget_s:g}")
         if not tuned:
             meaning[name] = f"nothing to tune: {cls.untuned_reason}"
             continue
@@ -51,3 +54,11 @@ def tuned_target_options(targets: Sequence[str], user: Mapping[str, Mapping[str,
         options[name] = {**tuned, **mine}
         meaning[name] = means + (f"; your --option {', '.join(kept)} kept" if kept else "")
     return options, meaning
+
+
+def mark_tuned(result: Any, tuned: Mapping[str, str]) -> None:
+    """Write what ``--tuned`` meant for ``result``'s target into the row: ``flags.tuned_as``
+    and a note (nothing for an untuned run, ``tuned`` empty)."""
+    if result.target in tuned:
+        result.flags = {**result.flags, "tuned_as": tuned[result.target]}
+        result.notes.append(f"--tuned: {tuned[result.target]}")

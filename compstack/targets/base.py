@@ -193,22 +193,19 @@ class Target(RequestView):
     stage_suffix: ClassVar[dict[str, str]] = {}
     #: numpy dtype names the target takes as inputs/outputs (``object``: strings).
     supported_dtypes: ClassVar[frozenset[str]] = PLAIN_DTYPES
-    #: Whether the stack needs torch in its worker process. When False, a worker
-    #: blocks ``import torch`` (see :func:`compstack.run.jobs.prepare_worker`), since some
-    #: stacks import it eagerly without using it (tvm_ffi: ~1.7 s per process).
+    #: Whether the stack needs torch in its worker. When False, a worker blocks ``import torch``
+    #: (:func:`compstack.run.jobs.prepare_worker`): tvm_ffi imports it eagerly, ~1.7 s a process.
     needs_torch: ClassVar[bool] = False
-    #: The source framework this stack compiles natively (``jax`` for XLA, ``torch`` for
-    #: Inductor); empty for stacks that read the common IR (ONNX) directly.
+    #: The framework this stack compiles natively (``jax``: XLA, ``torch``: Inductor); "": ONNX.
     native_framework: ClassVar[str] = ""
     #: Whether the target reads :attr:`LowerRequest.canonical_path` (the worker then verifies it).
     reads_canonical: ClassVar[bool] = False
-    #: Whether compiled artifacts go to compstack's artifact cache (False for stacks
-    #: with their own compile cache and no reloadable artifact, e.g. Inductor).
+    #: Whether compiled artifacts go to compstack's artifact cache (False for stacks with their
+    #: own compile cache and no reloadable artifact, e.g. Inductor).
     cacheable: ClassVar[bool] = True
     #: How to run this stack with its optimiser switched off, for ``compstack explain``'s
-    #: attribution (stack vs its optimiser): ``{"options": {...}, "env": {...}}`` —
-    #: target options (``--option`` strings) and worker environment variables. Empty:
-    #: the stack has no such switch.
+    #: attribution (stack vs its optimiser): ``{"options": {...}, "env": {...}}`` — target
+    #: options (``--option`` strings) and worker environment variables. Empty: no such switch.
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {}
     #: Precision knobs ``compstack explain`` tries when a result differs: knob name ->
     #: ``{"options": {...}, "env": {...}}`` (as :attr:`optimizations_off`), each a switch to
@@ -216,8 +213,8 @@ class Target(RequestView):
     #: FMA contraction, no fast-math, no TF32). A knob that makes the result agree is
     #: reported as "differs because of KNOB", not as a bug. Empty: none declared.
     precision_knobs: ClassVar[Mapping[str, Mapping[str, Mapping[str, str]]]] = {}
-    #: Why ``--tuned`` changes nothing for this stack, when :meth:`tuned_options` sets
-    #: nothing (issue #26: each row says what "tuned" meant for it).
+    #: ``--tuned`` (:mod:`compstack.run.tuned`): (options, meaning), ``{budget}`` = its seconds; ``({}, "")``: why not
+    tuned_as: ClassVar[tuple[Mapping[str, str], str]] = ({}, "")
     untuned_reason: ClassVar[str] = "compstack knows no tuning step or performance option of this stack"
     #: The option that switches passes off by name (a comma-separated list), where the
     #: stack has one; with :meth:`applied_passes` it lets ``compstack explain`` name the
@@ -264,22 +261,6 @@ class Target(RequestView):
                 "note": f"{cls.name}: no thread-count knob known; the stack ran with its own default"}
 
     # ---- what every target says -------------------------------------------------
-    @classmethod
-    def tuned_options(cls, budget_s: float) -> tuple[dict[str, str], str]:
-        """What ``--tuned --budget`` sets for this stack: "the stack at its best" (issue #26).
-
-        Args:
-            budget_s: the tuning budget in seconds (``--budget``), spent where the stack
-                searches (TVM's MetaSchedule) and added to the job's wall-clock limit.
-
-        Returns:
-            ``({option: value}, meaning)``: target options as ``--option`` strings (the
-            user's own ``--option`` values win over them) and one line saying what they do,
-            with its source. ``({}, "")``: the stack has nothing to tune (see
-            :attr:`untuned_reason`).
-        """
-        return {}, ""
-
     @classmethod
     def availability(cls) -> Availability:
         """Whether this target works here, why not, and the versions it uses."""

@@ -127,12 +127,8 @@ class InductorCpuTarget(TwoPathTarget):
     #: TorchDynamo's ``aot_eager`` backend: the captured graph without Inductor.
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"backend": "aot_eager"}}
 
-    @classmethod
-    def tuned_options(cls, budget_s: float) -> tuple[dict[str, str], str]:
-        """``mode=max-autotune``: Inductor benchmarks GEMM/conv template candidates inside the
-        compile (``torch._inductor.list_mode_options``); the job's limit grows by the budget."""
-        return {"mode": "max-autotune"}, ("torch.compile mode=max-autotune (Inductor benchmarks GEMM/conv "
-                                          f"candidates in the compile; limit + {budget_s:g} s)")
+    tuned_as = ({"mode": "max-autotune"}, ("torch.compile mode=max-autotune (Inductor benchmarks GEMM/conv candidates "
+                                           "in the compile; limit + {budget} s)"))
     #: Inductor's optimisations are config switches, turned off by name (:data:`PASS_SWITCHES`).
     pass_option: ClassVar[str] = "disable_config"
     native_framework: ClassVar[str] = "torch"

@@ -42,10 +42,7 @@ class IreeGpuOptions(TargetOptions):
 class _IreeGpuTarget(IreeLlvmCpuTarget):
     """An IREE GPU backend: compiles without the GPU; runs where its driver finds one."""
 
-    @classmethod
-    def tuned_options(cls, budget_s: float) -> tuple[dict[str, str], str]:
-        """``--iree-opt-level=O3`` (the llvm-cpu ukernel and data-tiling flags do not apply)."""
-        return {"extra_flags": "--iree-opt-level=O3"}, "iree-compile --iree-opt-level=O3 (iree.dev)"
+    tuned_as = ({"extra_flags": "--iree-opt-level=O3"}, "iree-compile --iree-opt-level=O3 (iree.dev)")
 
     Options = IreeGpuOptions
     hal_device: ClassVar[str] = ""

@@ -79,7 +79,7 @@ class IreeOptions(TargetOptions):
         return ""
 
 
-#: ``--tuned`` on llvm-cpu: the whole flow at O3, data tiling, every ukernel (see tuned_options).
+#: ``--tuned`` on llvm-cpu: the whole flow at O3, data tiling, every ukernel (see tuned_as).
 _TUNED_CPU_FLAGS = ("--iree-opt-level=O3", "--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=all")
 
 
@@ -106,13 +106,9 @@ class IreeLlvmCpuTarget(Target):
 
     options: IreeOptions
 
-    @classmethod
-    def tuned_options(cls, budget_s: float) -> tuple[dict[str, str], str]:
-        """IREE's documented CPU performance flags on top of ``--iree-llvmcpu-target-cpu=host``:
-        ``--iree-opt-level=O3`` (iree.dev, "Optimization options": the default is O0),
-        ``--iree-opt-data-tiling`` and ``--iree-llvmcpu-enable-ukernels=all`` (iree.dev, CPU
-        microkernels). IREE has no search step; the budget is not used."""
-        return ({"extra_flags": ",".join(_TUNED_CPU_FLAGS)},
+    #: ``--iree-opt-level=O3`` (iree.dev, "Optimization options": the default is O0), data tiling and
+    #: every ukernel (iree.dev, CPU microkernels), with ``--iree-llvmcpu-target-cpu=host``; no search step
+    tuned_as = ({"extra_flags": ",".join(_TUNED_CPU_FLAGS)},
                 "iree-compile " + " ".join(("--iree-llvmcpu-target-cpu=host", *_TUNED_CPU_FLAGS)) + " (iree.dev)")
 
     ops_note: ClassVar[str] = ("IREE's ONNX import (torch-mlir's TorchOnnxToTorch patterns) has no queryable op "

@@ -96,13 +96,9 @@ def core() -> Any:
 class OpenVinoCpuTarget(Target):
     """OpenVINO Runtime, CPU plugin, ONNX frontend."""
 
-    @classmethod
-    def tuned_options(cls, budget_s: float) -> tuple[dict[str, str], str]:
-        """``performance_hint=latency`` (``PERFORMANCE_HINT=LATENCY``, as ``benchmark_app -hint
-        latency``): OpenVINO picks streams and threads for one request itself. It is also this
-        target's default, so a tuned row is the default row."""
-        return {"performance_hint": "latency"}, ("PERFORMANCE_HINT=LATENCY (benchmark_app -hint latency; "
-                                                 "also the default here): OpenVINO sets streams and threads")
+    #: ``benchmark_app -hint latency``; also this target's default, so a tuned row is the default row
+    tuned_as = ({"performance_hint": "latency"}, ("PERFORMANCE_HINT=LATENCY (benchmark_app -hint latency; also the "
+                                                  "default here): OpenVINO sets streams and threads"))
 
     name = "openvino-cpu"
     custom_op_support = {"": "no: not wired; OpenVINO takes custom ops as C++ extensions (ov::op::Op subclass + "

@@ -118,14 +118,8 @@ class OrtCpuTarget(Target):
     options: OrtOptions
     stage_names = ("onnx", "optimized")
     compiled_stages = ("optimized",)
-    #: ``GraphOptimizationLevel.ORT_DISABLE_ALL``.
-    optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"opt_level": "disable"}}
-
-    @classmethod
-    def tuned_options(cls, budget_s: float) -> tuple[dict[str, str], str]:
-        """``opt_level=all`` (``ORT_ENABLE_ALL``, ORT's default): ORT has no search step on the
-        CPU provider; its best is every graph optimization level on."""
-        return {"opt_level": "all"}, "ORT_ENABLE_ALL graph optimizations (ORT's default; no search step on CPU)"
+    optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"opt_level": "disable"}}  # ORT_DISABLE_ALL
+    tuned_as = ({"opt_level": "all"}, "ORT_ENABLE_ALL graph optimizations (ORT's default; no search step on CPU)")
     #: The option that disables passes by name (see :meth:`applied_passes`).
     pass_option: ClassVar[str] = "disabled_optimizers"
 

@@ -139,14 +139,8 @@ class TvmLlvmTarget(Target):
         "relax": ".py", "relax-fused": ".py", "relax-final": ".py", "tir": ".py", "tir-lowered": ".py",
         "llvm": ".ll", "asm": ".s"}
     stage_names: ClassVar[tuple[str, ...]] = ("relax", "relax-fused", "relax-final", "tir", "tir-lowered", "llvm", "asm")
-    #: ``PassContext(opt_level=0)``.
-    optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"opt_level": "0"}}
-
-    @classmethod
-    def tuned_options(cls, budget_s: float) -> tuple[dict[str, str], str]:
-        """``tune=<budget>``: MetaSchedule until the budget is spent (Ansor/MetaSchedule's
-        search, TVM's ``static_shape_tuning`` pipeline); records are reused from the store."""
-        return {"tune": f"{budget_s:g}s"}, f"MetaSchedule within a {budget_s:g} s budget (records reused from the store)"
+    optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"opt_level": "0"}}  # PassContext
+    tuned_as = ({"tune": "{budget}s"}, "MetaSchedule within a {budget} s budget (records reused from the store)")
     #: ``PassContext(disabled_pass=[...])`` (see :meth:`applied_passes`).
     pass_option: ClassVar[str] = "disabled_passes"
 

@@ -266,3 +266,28 @@ def test_targets_side_by_side_give_the_one_at_a_time_outcomes() -> None:
     assert two["outcomes"] == one["outcomes"]
     assert [f["signature"] for f in two["findings"]] == [f["signature"] for f in one["findings"]]
     assert all(sum(v.values()) >= 6 for v in one["outcomes"].values())
+
+
+def test_ctrl_c_keeps_the_record_and_bundles_what_was_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during generation (issue #29's two phases): run_campaign returns the record so
+    far, marked interrupted, and every failure found is bundled as found, with NOT_REDUCED.md."""
+    from compstack.fuzz import campaign as C
+
+    real_step = C._Campaign.step
+
+    def step(self: C._Campaign, index: int, active: list[str]) -> None:
+        if index == 6:
+            raise KeyboardInterrupt
+        real_step(self, index, active)
+
+    monkeypatch.setattr(C._Campaign, "step", step)
+    opts = CampaignOptions(["faulty-sin"], seed=4, budget_s=90, max_graphs=8, max_nodes=5, dtypes=["float32"],
+                           ops="Sin|Tanh|Add|Mul|Relu|Neg", out_dir=tmp_path / "f", timeout_s=60)
+    record = run_campaign(opts)
+    assert record["interrupted"] is True and record["graphs"] == 6
+    assert record["findings"], record["outcomes"]
+    for f in record["findings"]:
+        assert f["attribution"] == "not reduced: the campaign was interrupted"
+        bundle = Path(f["bundle"])
+        assert {"model.onnx", "inputs.npz", "NOT_REDUCED.md"} <= {p.name for p in bundle.iterdir()}
+        assert "compstack explain" in (bundle / "NOT_REDUCED.md").read_text()

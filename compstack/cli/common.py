@@ -126,7 +126,9 @@ def compare_options(targets: list[str], model: ModelFlags, run: RunFlags) -> Com
         from compstack.core.duration import parse_duration
         from compstack.run.tuned import DEFAULT_BUDGET, tuned_target_options
 
-        budget_s = parse_duration(run.budget or DEFAULT_BUDGET, "--budget")
+        budget_s = parse_duration(DEFAULT_BUDGET if run.budget is None else run.budget, "--budget")
+        if budget_s > 86400:
+            raise UserError(f"--budget {run.budget}: at most 24h (the limit of --timeout)")
         topts, tuned = tuned_target_options(targets, topts, budget_s)
         from compstack.api import validate_target_options
 

@@ -62,6 +62,12 @@ def fuzz_command(opts: Any, db: Path, update_known: bool = False, as_json: bool 
         print(json.dumps(record, indent=1, default=str))
     else:
         print_record(record)
+    if record.get("interrupted"):
+        con.print("compstack: interrupted; the record so far is above" + (f" and in {opts.out_dir}/campaign.json"
+                                                                          if opts.out_dir else ""))
+        return 130
+    if record["findings"] and not opts.out_dir:
+        con.print(f"bundles: {record['out_dir']} (give -o DIR to choose the folder)")
     return 1 if any(not f["known"] and f["label"] != "undefined" for f in record["findings"]) else 0
 
 
@@ -204,7 +210,8 @@ def fuzz(targets_spec: str, budget: str, max_graphs: int | None, seed: int, ops:
     equivalent rewrites, dedup findings by signature, reduce and bundle each unique one.
 
     Exit status: 0 nothing new (or --report/--replay reproduces), 1 a new finding
-    (--replay: does not reproduce), 2 bad input.
+    (--replay: does not reproduce), 2 bad input, 130 interrupted (Ctrl-C: the record so far
+    is printed and kept, the failures not yet reduced are bundled as found).
 
     Examples:
 

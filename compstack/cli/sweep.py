@@ -84,7 +84,10 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
             result = run_sweep(SweepOptions(specs, options, baseline, flags.resume), cfg, executor, progress)
     finally:
         executor.close()
-    return summarize(result)
+    summary = summarize(result)
+    if options.tuned:  # --tuned: what it meant per target (each row's flags.tuned_as), in the summary too
+        summary["tuned"] = {"budget_s": options.tuned_budget_s, "targets": dict(options.tuned)}
+    return summary
 
 
 def _executor(flags: SweepFlags) -> Any:
@@ -138,5 +141,7 @@ def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, exec
         from compstack.sweep import print_summary
 
         print_summary(summary)
+        for target, means in (summary.get("tuned") or {}).get("targets", {}).items():
+            click.echo(f"  --tuned {target}: {means}")
     if any(c["status"] in BAD for cells in summary["matrix"].values() for c in cells.values()):
         sys.exit(1)

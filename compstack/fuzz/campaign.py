@@ -283,18 +283,19 @@ class _Campaign:
         """The reduction phase: reduce and bundle each new failure of the campaign in the order
         found (:meth:`_reduce`, one ``compstack explain`` each), then dedup by the reduced
         signature. ``interrupted``: bundle them unreduced instead (Ctrl-C keeps every failure)."""
-        queue, self.queue = self.queue, []
-        if queue and not interrupted:
-            self.say(f"reducing {len(queue)} new failure(s)")
-        for f, case, target, ub in queue:
+        if self.queue and not interrupted:
+            self.say(f"reducing {len(self.queue)} new failure(s)")
+        while self.queue:
+            f, case, target, ub = self.queue[0]
             folder = self.bundle_root / f"{len(self.findings) + 1:04d}"
             if interrupted:
                 f.reproduced = False
                 f.attribution = "not reduced: the campaign was interrupted"
-                self._save_unreduced(case, folder)
+                self._save_unreduced(case, folder, target)
                 f.bundle = str(folder)
             else:
-                self._reduce(f, case, target, folder)
+                self._reduce(f, case, target, folder)  # Ctrl-C here: the caller bundles the rest unreduced
+            self.queue.pop(0)
             self._settle(f, target, ub, folder)
 
     def _reduce(self, f: Finding, case: Case, target: str, folder: Path) -> None:
@@ -308,14 +309,14 @@ class _Campaign:
         except Exception as exc:  # noqa: BLE001 - keep the unreduced finding, say why
             f.attribution = f"not reduced: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
             f.reproduced = False
-            self._save_unreduced(case, folder)
+            self._save_unreduced(case, folder, target)
             return
         finally:
             self.own["reduce"] += time.perf_counter() - t0
         if not rep.get("found"):
             f.reproduced = False
             f.attribution = "did not reproduce in explain (flaky?)"
-            self._save_unreduced(case, folder)
+            self._save_unreduced(case, folder, target)
             return
         f.ops = sorted(set(rep.get("reduce", {}).get("ops") or case.ops))
         reduced = rep.get("reduced")
@@ -324,10 +325,15 @@ class _Campaign:
         f.attribution = (rep.get("attribution") or {}).get("summary", "")
         f.bundle = str(folder)
 
-    def _save_unreduced(self, case: Case, folder: Path) -> None:
+    def _save_unreduced(self, case: Case, folder: Path, target: str = "") -> None:
+        """The graph and its inputs, and a NOT_REDUCED.md saying how to reduce it into a bundle."""
         folder.mkdir(parents=True, exist_ok=True)
         onnx.save(case.model, str(folder / "model.onnx"))
         np.savez(folder / "inputs.npz", **case.feeds)  # type: ignore[arg-type]
+        (folder / "NOT_REDUCED.md").write_text(
+            f"# Not reduced\n\nThe graph ({one_line(case.model)}) and its inputs, as fuzzing found them. To reduce and "
+            f"bundle it:\n\n    compstack explain {folder}/model.onnx --inputs {folder}/inputs.npz --targets "
+            f"{target or 'TARGET'} -o {folder}-explained\n", encoding="utf-8")
 
     def close(self) -> None:
         self.ev.close()
@@ -340,8 +346,9 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[str], None] | Non
     Two phases: generation (every graph on every target until ``budget_s`` or
     ``max_graphs``; a new failure is queued) then reduction (each queued failure reduced and
     bundled by ``compstack explain``, then deduplicated by its reduced signature), so that
-    generation never waits on a reduction (issue #29). Ctrl-C in the first phase bundles
-    the queued failures unreduced.
+    generation never waits on a reduction (issue #29). Ctrl-C in either phase bundles the
+    failures not yet reduced as they were found (``NOT_REDUCED.md`` says how to reduce one)
+    and returns the record so far, with ``interrupted`` True.
 
     Returns:
         ``{"campaign", "graphs", "rejected", "seconds", "graphs_per_min", "phases",
@@ -357,6 +364,8 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[str], None] | Non
         "executor": opts.executor}) if store else 0
     t0 = time.monotonic()
     progress = _Progress(c, store, cid, t0)
+    generated_s = reduce_s = 0.0
+    interrupted = False
     try:
         try:
             if opts.executor == "ray":
@@ -371,25 +380,25 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[str], None] | Non
                     c.step(i, active)
                     i += 1
                     progress(i == opts.max_graphs)
-        except KeyboardInterrupt:
-            c.reduce_pending(interrupted=True)  # every failure found so far keeps a bundle
-            if store:
-                _sync(store, cid, c)
-            raise
-        generated_s = time.monotonic() - t0
-        c.ev.close()  # the generation phase's workers: the reduction starts its own
-        t_reduce = time.monotonic()
-        c.reduce_pending()
-        reduce_s = time.monotonic() - t_reduce
+            generated_s = time.monotonic() - t0
+            c.ev.close()  # the generation phase's workers: the reduction starts its own
+            t_reduce = time.monotonic()
+            c.reduce_pending()
+            reduce_s = time.monotonic() - t_reduce
+        except KeyboardInterrupt:  # Ctrl-C: every failure found so far keeps a bundle; the record is kept
+            interrupted = True
+            generated_s = generated_s or time.monotonic() - t0
+            c.reduce_pending(interrupted=True)
     finally:
         c.close()
     progress(True)  # the last progress line counts what the summary counts (a budget-ended loop made none)
     secs = time.monotonic() - t0
     gpm = c.graphs / max(secs / 60, 1e-9)
     if store:
-        store.update(cid, c.graphs, c.gen.stats["rejected"], c.outcomes, c.seconds, gpm, len(c.findings), True)
+        store.update(cid, c.graphs, c.gen.stats["rejected"], c.outcomes, c.seconds, gpm, len(c.findings),
+                     not interrupted)
         _sync(store, cid, c)
-    return {"campaign": cid, "graphs": c.graphs, "rejected": c.gen.stats["rejected"],
+    return {"campaign": cid, "interrupted": interrupted, "graphs": c.graphs, "rejected": c.gen.stats["rejected"],
             "reject_reasons": c.gen.stats["reasons"], "seconds": secs, "graphs_per_min": gpm,
             "phases": {"generate_s": round(generated_s, 3), "reduce_s": round(reduce_s, 3),
                        "generate_graphs_per_min": round(c.graphs / max(generated_s / 60, 1e-9), 2)},

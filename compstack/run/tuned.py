@@ -50,9 +50,10 @@ def tuned_target_options(targets: Sequence[str], user: Mapping[str, Mapping[str,
             meaning[name] = f"nothing to tune: {cls.untuned_reason}"
             continue
         mine = dict(user.get(name, {}))
-        kept = sorted(k for k in tuned if k in mine)
+        kept = sorted(k for k in tuned if k in mine and mine[k] != tuned[k])
         options[name] = {**tuned, **mine}
-        meaning[name] = means + (f"; your --option {', '.join(kept)} kept" if kept else "")
+        meaning[name] = means if not kept else (  # say what ran, not what --tuned would have set
+            f"{means}, except your --option " + ", ".join(f"{k}={mine[k]} (instead of {tuned[k]})" for k in kept))
     return options, meaning
 
 

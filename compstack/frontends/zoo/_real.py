@@ -238,7 +238,8 @@ _ROWS: list[tuple[Any, ...]] = [
       "backbone_config": {"model_type": "resnet", "out_features": ["stage4"]}, "num_labels": 91},
      _img(512), "logits", "facebook/detr-resnet-50 (transformers ResNet-50 backbone)"),
     ("yolos-tiny", "detection", "YolosForObjectDetection", "YolosConfig",
-     {"hidden_size": 192, "num_attention_heads": 3, "intermediate_size": 768, "image_size": [800, 1333], "num_labels": 91},
+     {"hidden_size": 192, "num_attention_heads": 3, "intermediate_size": 768, "image_size": [800, 1333], "num_labels": 91,
+      "use_mid_position_embeddings": False},
      _img(512), "logits", "hustvl/yolos-tiny"),
     # --- audio ---
     ("wav2vec2-base", "audio", "Wav2Vec2Model", "Wav2Vec2Config", {}, (RealInput("input_values", (1, 16000), "float32", -1.0, 1.0),),
@@ -353,7 +354,7 @@ _PARAMS: dict[str, int] = {
     "mobilevit-deeplabv3": 6357941,
     "mobilenetv2-deeplabv3": 2525717,
     "detr-resnet50": 41524768,
-    "yolos-tiny": 15498528,
+    "yolos-tiny": 6488736,
     "wav2vec2-base": 94371712,
     "hubert-base": 94371712,
     "ast-base": 86594063,

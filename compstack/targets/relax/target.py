@@ -140,7 +140,7 @@ class TvmLlvmTarget(Target):
         "llvm": ".ll", "asm": ".s"}
     stage_names: ClassVar[tuple[str, ...]] = ("relax", "relax-fused", "relax-final", "tir", "tir-lowered", "llvm", "asm")
     optimizations_off: ClassVar[Mapping[str, Mapping[str, str]]] = {"options": {"opt_level": "0"}}  # PassContext
-    tuned_as = ({"tune": "{budget}s"}, "MetaSchedule within a {budget} s budget (records reused from the store)")
+    tuned_as = ({"tune": "{budget}s"}, "MetaSchedule within a {budget} s budget (records kept in the store for the next run)")
     #: ``PassContext(disabled_pass=[...])`` (see :meth:`applied_passes`).
     pass_option: ClassVar[str] = "disabled_passes"
 

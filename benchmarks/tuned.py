@@ -56,7 +56,8 @@ def main() -> int:
             d, u = _ms(base[t]), _ms(tuned.get(t, {}))
             up = f"x{d / u:.2f}" if d and u else "-"
             cs = f"{base[t].get('compile_s') or 0:.1f} / {(tuned.get(t) or {}).get('compile_s') or 0:.1f}"
-            print(f"  {t:15} {d if d is not None else '-':>11} {u if u is not None else '-':>10} {up:>9} {cs:>16}  "
+            dm, um = (f"{x:.4f}" if x is not None else "-" for x in (d, u))
+            print(f"  {t:15} {dm:>11} {um:>10} {up:>9} {cs:>16}  "
                   f"{(tuned.get(t) or {}).get('flags', {}).get('tuned_as', '-')}")
             for name, row in (("default", base[t]), ("tuned", tuned.get(t, {}))):
                 if row.get("status") != "ok":

@@ -516,3 +516,14 @@ def test_a_failure_on_symbolic_dims_reproduces_from_its_bundle(tmp_path: Path) -
     assert any(isinstance(d, str) for ds in dims for d in ds), dims  # the symbolic dim is still there
     again = replay(tmp_path / "bug")
     assert again["reproduces"] and again["target"] == "tvm-llvm", again
+
+
+def test_a_kept_failure_must_fail_with_the_same_error_class() -> None:
+    """A reduction keeps the failure it was given: a piece that fails at the same stage with
+    another error class (a different bug) does not count as the failure reproduced."""
+    from compstack.explain.keep import error_class
+
+    assert error_class("compile: AssertionError: emit_te now only supports Tensor that has ShapeExpr shape") \
+        == "AssertionError"
+    assert error_class("InternalError: CodeGenVM cannot emit this Relax operator directly") == "InternalError"
+    assert error_class("killed after 60 s") == ""

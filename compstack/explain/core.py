@@ -31,7 +31,7 @@ from compstack.analysis.verdict import Verdict, judge
 from compstack.explain import graph as _graph
 from compstack.explain.evaluate import EvalResult, Evaluator, Run
 from compstack.explain.graph import Piece, ReferenceValues, describe, feeds_for, node_inputs, piece, prefix_frontier
-from compstack.explain.keep import Clause
+from compstack.explain.keep import Clause, error_class
 
 __all__ = ["Check", "Explainer", "BisectResult", "ReduceResult", "Simplified", "simplify"]
 
@@ -130,7 +130,7 @@ class Explainer:
         self.rtol, self.atol = rtol, atol
         self.deadline = deadline
         self.ref = ref if ref is not None else reference_values(proto, self.feeds)
-        self.failure: dict[str, tuple[str, str]] = {}  # target -> (status, stage) kept instead of numerics
+        self.failure: dict[str, tuple[str, str, str]] = {}  # target -> (status, stage, error class) kept
         #: every target of the explanation (``--targets``); pieces run only on the
         #: property's, the bundle on all of them.
         self.all_targets: list[str] = self.targets()
@@ -193,8 +193,8 @@ class Explainer:
                 f32: dict[str, np.ndarray]) -> tuple[bool, str]:
         left = results[c.left]
         if c.left in self.failure:  # keep the failure seen on the whole model
-            status, stage = self.failure[c.left]
-            same = left.status == status and left.stage == stage
+            status, stage, kind = self.failure[c.left]  # the same failure: a different error is another bug
+            same = left.status == status and left.stage == stage and error_class(left.error) == kind
             return (same if c.op == "!=" else not same), f"{c.left} {left.status} at {left.stage or '-'}"
         if left.status in ("unsupported", "unavailable"):  # not a discrepancy, and nothing to compare
             return False, f"{c.left} {left.status}: {left.error[:120]}"
@@ -225,7 +225,7 @@ class Explainer:
         for c in self.clauses:
             r = chk.results[c.left]
             if c.op == "!=" and c.right == "ref" and r.status in ("failed", "crashed", "timeout"):
-                self.failure[c.left] = (r.status, r.stage)
+                self.failure[c.left] = (r.status, r.stage, error_class(r.error))
         return chk
 
     def bisect(self, on_step: Callable[[int, bool], None] | None = None) -> BisectResult:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from compstack.core.errors import UserError
 
-__all__ = ["Clause", "parse_keep"]
+__all__ = ["Clause", "error_class", "parse_keep"]
 
 _CLAUSE = re.compile(r"^\s*([\w.\-@+]+)\s*(!=|==)\s*([\w.\-@+]+)\s*$")  # a side may be TARGET@VERSION
 
@@ -67,3 +67,14 @@ def parse_keep(text: str, known: list[str]) -> list[Clause]:
     if not clauses:
         raise UserError("--keep: no clause given")
     return clauses
+
+
+_ERROR_CLASS = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Failure))\b")
+
+
+def error_class(error: str) -> str:
+    """The first exception class an error text names (``AssertionError``, ``InternalError``...),
+    or "" when it names none; a kept failure must fail with the same class, so a reduction
+    cannot trade the bug it was given for another one at the same stage."""
+    m = _ERROR_CLASS.search(error or "")
+    return m.group(1) if m else ""

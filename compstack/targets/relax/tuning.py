@@ -14,7 +14,9 @@ With ``tune=DURATION`` (``20s``, ``5m``) MetaSchedule tunes until the budget is 
 wall-clock limit grows by the budget (:func:`compstack.run.executors.tuning_limits`).
 ``tune_trials=N`` caps each task's trials, alone or with a budget. The row's
 ``flags["tuning"]`` holds ``tune_s`` (all of it, apart from ``compile_s``), ``setup_s``,
-``search_s``, trials, and the tasks tuned and untuned, each untuned one with why.
+``search_s``, trials, and the tasks tuned and untuned, each untuned one with why, and the
+tuning curve (``curve``: estimated latency against trials, :mod:`compstack.analysis.tuning_curve`)
+with each task's trials and best time (``per_task``).
 
 The tasks (one per fused PrimFunc) are tuned one at a time into the one database
 (``tune_tasks`` of each task's ``TuneContext``), so that:
@@ -142,6 +144,7 @@ def tune(mod: Any, tvm_target: Any, target: TvmLlvmTarget) -> tuple[Any, dict[st
                    "reused_records": reuse, "tasks": tasks, "records": records,
                    "tasks_tuned": run.get("tasks_tuned"), "tasks_untuned": len(untuned), "untuned": untuned,
                    "trials": run.get("trials"), "setup_s": run.get("setup_s"), "search_s": run.get("search_s"),
+                   "curve": run.get("curve"), "per_task": run.get("per_task"),
                    "work_dir": str(folder) if kept else "(scratch folder, not kept: --no-cache)",
                    "summary": f"MetaSchedule, {how}; {tasks} tasks, {records} records"}
 
@@ -248,6 +251,8 @@ def _tune_tasks(mod: Any, tvm_target: Any, folder: Path, trials: int, budget_s: 
 
     from tvm.s_tir import meta_schedule as ms
 
+    from compstack.analysis.tuning_curve import TaskTrials, curve, record_latencies_us
+
     t_setup = time.monotonic()
     _tensor_intrinsics()  # TuneContext imports it: minutes, else (see _frames)
     extracted = ms.relax_integration.extract_tasks(mod, tvm_target, params={})
@@ -258,7 +263,8 @@ def _tune_tasks(mod: Any, tvm_target: Any, folder: Path, trials: int, budget_s: 
     builder.warm_up()
     t0 = time.monotonic()  # the budget is the search's: setup (task extraction, workers) is apart
     untuned: list[dict[str, str]] = []
-    tuned = 0
+    tuned, trials_of = 0, []  # trials_of: each task's measured candidates, for the tuning curve
+    records = folder / "database_tuning_record.json"
     order = sorted(zip(contexts, weights), key=lambda cw: -cw[1] * _flops(cw[0].mod))  # heaviest first
     try:
         for i, (ctx, weight) in enumerate(order):
@@ -273,6 +279,7 @@ def _tune_tasks(mod: Any, tvm_target: Any, folder: Path, trials: int, budget_s: 
                     continue
                 # an equal share of what is left; its first round always runs
                 per_iter, scheduler = BUDGET_TRIALS_PER_ITER, _Deadline(time.monotonic() + left / (len(order) - i))
+            before = _count_lines(records)
             try:
                 ms.tune.tune_tasks(tasks=[ctx], task_weights=[weight], work_dir=str(folder),
                                    max_trials_global=cap, max_trials_per_task=cap, num_trials_per_iter=per_iter,
@@ -282,10 +289,12 @@ def _tune_tasks(mod: Any, tvm_target: Any, folder: Path, trials: int, budget_s: 
             except Exception as exc:  # noqa: BLE001 - TVMError (ScheduleError, ...): this task stays untuned
                 why = (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:300]
                 untuned.append({"task": name, "why": f"{type(exc).__name__}: {why}"})
+            trials_of.append(TaskTrials(name, weight, record_latencies_us(records, before)))
     finally:
         builder.shutdown()
-    return {"tasks_tuned": tuned, "untuned": untuned, "trials": _count_lines(folder / "database_tuning_record.json"),
-            "setup_s": round(t0 - t_setup, 3), "search_s": round(time.monotonic() - t0, 3)}
+    return {"tasks_tuned": tuned, "untuned": untuned, "trials": _count_lines(records),
+            "setup_s": round(t0 - t_setup, 3), "search_s": round(time.monotonic() - t0, 3),
+            "curve": curve(trials_of), "per_task": [t.to_json() for t in trials_of]}
 
 
 def _flops(mod: Any) -> float:

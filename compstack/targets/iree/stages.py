@@ -91,14 +91,16 @@ class _IreeLowered(Lowered):
 
         return text
 
-    def run_phase(self, phase: str | None, *, start: Path, output: Path, debuginfo: bool = False) -> None:
-        """Run ``iree-compile`` from ``start`` up to ``phase`` (None: the whole way to a vmfb).
+    def run_phase(self, phase: str | None, *, start: Path, output: Path, debuginfo: bool = False,
+                  flags: Sequence[str] = ()) -> None:
+        """Run ``iree-compile`` from ``start`` up to ``phase`` (None: the whole way to a vmfb),
+        with ``flags`` after the target's own (the flag search's candidates).
 
         Raises:
             UnsupportedError: an ``onnx.*`` op has no conversion in IREE.
             ToolError: any other ``iree-compile`` failure (ToolTimeoutError past the limit).
         """
-        argv: list[Any] = [tools.find_tool("iree-compile"), start, *self.target.compile_flags()]
+        argv: list[Any] = [tools.find_tool("iree-compile"), start, *self.target.compile_flags(), *flags]
         if start.name != "model.mlir":
             argv.append("--compile-from=input")
         if phase is not None:
@@ -135,6 +137,13 @@ class _IreeLowered(Lowered):
         return _mlir_dumps(err, changed=True if mode == "changed" else None)
 
     def compile_impl(self) -> Compiled:
+        budget = getattr(self.target.options, "tune_budget_s", None)  # llvm-cpu only; GPU options have no tune
+        if budget is not None:  # tune=DURATION: the flag search (compstack.targets.iree.tuning)
+            from compstack.targets.iree.tuning import search
+
+            compiled, record, tune_s = search(self, budget)
+            compiled.tuning, compiled.tune_s = record, tune_s
+            return compiled
         vmfb = self.scratch.path / "model.vmfb"
         self.run_phase(None, start=self.scratch.path / "input.mlir", output=vmfb)
         return _IreeCompiled(self.target, self.model, vmfb.read_bytes(), self.function)
@@ -226,6 +235,8 @@ class _IreeCompiled(Compiled):
         exports = rt.VmModule.copy_buffer(rt.VmInstance(), vmfb).function_names
         self.function = _pick_function(exports, function)
         self._loaded: tuple[Any, Any] | None = None
+        #: What the flag search did (``tune=DURATION``), for ``flags["tuning"]``; None when untuned.
+        self.tuning: dict[str, Any] | None = None
         self.run_command = ""
         self.set_module_path(Path("model.vmfb"))
         if self.driver in ("local-task", "local-sync"):

@@ -63,6 +63,8 @@ class IreeOptions(TargetOptions):
         compile_timeout_s: limit for each ``iree-compile``/import run, in seconds.
         keep_locations: import with ONNX node names as MLIR locations (else plain
             ``iree-import-onnx``, which drops them).
+        tune: a budget (``90s``, ``5m``) for the flag search: each documented CPU flag set
+            compiled and timed, the fastest kept (:mod:`compstack.targets.iree.tuning`).
     """
 
     target_cpu: str = "host"
@@ -70,17 +72,27 @@ class IreeOptions(TargetOptions):
     driver: str = "local-task"
     compile_timeout_s: float = 600.0
     keep_locations: bool = True
+    tune: str = ""
+
+    @property
+    def tune_budget_s(self) -> float | None:
+        """``tune`` in seconds; None: no search, or not a duration (see :meth:`validate`)."""
+        from compstack.core.duration import parse_duration
+        from compstack.core.errors import UserError
+
+        try:
+            return parse_duration(self.tune, "tune") if self.tune else None
+        except UserError:
+            return None
 
     def validate(self) -> str:
+        if self.tune and self.tune_budget_s is None:
+            return f"tune={self.tune}: expected a positive duration like 90s or 5m (the flag search's budget)"
         if self.compile_timeout_s <= 0:
             return f"compile_timeout_s={self.compile_timeout_s}: expected > 0"
         if self.driver not in ("local-task", "local-sync", "vulkan", "cuda", "hip"):
             return f"driver={self.driver}: expected local-task or local-sync (or a GPU driver)"
         return ""
-
-
-#: ``--tuned`` on llvm-cpu: the whole flow at O3, data tiling, every ukernel (see tuned_as).
-_TUNED_CPU_FLAGS = ("--iree-opt-level=O3", "--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=all")
 
 
 class IreeLlvmCpuTarget(Target):
@@ -106,10 +118,10 @@ class IreeLlvmCpuTarget(Target):
 
     options: IreeOptions
 
-    #: ``--iree-opt-level=O3`` (iree.dev, "Optimization options": the default is O0), data tiling and
-    #: every ukernel (iree.dev, CPU microkernels), with ``--iree-llvmcpu-target-cpu=host``; no search step
-    tuned_as = ({"extra_flags": ",".join(_TUNED_CPU_FLAGS)},
-                "iree-compile " + " ".join(("--iree-llvmcpu-target-cpu=host", *_TUNED_CPU_FLAGS)) + " (iree.dev)")
+    #: a search over the documented CPU flag sets (default, O3, data tiling, ukernels), the fastest kept
+    tuned_as = ({"tune": "{budget}s"}, ("iree-compile flag search within {budget} s: default, O3, O3 + data tiling, "
+                                        "O3 + data tiling + ukernels (iree.dev), each compiled and timed, the "
+                                        "fastest kept"))
 
     ops_note: ClassVar[str] = ("IREE's ONNX import (torch-mlir's TorchOnnxToTorch patterns) has no queryable op "
                                "list; `compstack conformance --targets iree-llvm-cpu` measures per-op support")
@@ -171,8 +183,10 @@ class IreeLlvmCpuTarget(Target):
                 else "iree-import-onnx",
                 "driver": self.runtime_driver(),
                 "compile_timeout_s": self.options.compile_timeout_s,
-                "tuning": {"tuner": "none", "note": "IREE has no auto-tuner here: llvm-cpu picks tile sizes and "
-                           "vector widths from the target CPU's features (--iree-llvmcpu-target-cpu)"}}
+                "tuning": ({"tuner": "flag search", "budget_s": self.options.tune_budget_s}
+                           if self.options.tune else
+                           {"tuner": "none", "note": "IREE has no auto-tuner: llvm-cpu picks tile sizes and vector "
+                            "widths from the target CPU's features; tune=DURATION searches its flag sets"})}
 
     def lower_impl(self, model: ir.Model) -> Lowered:
         from compstack.targets.iree import custom_ops
@@ -237,35 +251,3 @@ def _dist_version(dist: str) -> str:
         return version(dist)
     except PackageNotFoundError:
         return ""
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

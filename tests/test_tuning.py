@@ -3,12 +3,16 @@ compile time) and Inductor's max-autotune; every row's flags say what was done."
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from compstack.core.results import Report, Result
+from compstack.report.tuned import print_tuning
 from compstack.targets.relax.tuning import metaschedule_problem
 from conftest import run_cli, said
 from test_threads import _gemm_model
@@ -65,11 +69,34 @@ def test_tvm_tuning_budget_gives_a_tuned_row_then_reuses_its_records(isolated_en
     assert 0 < tuning["search_s"] < 20 + 120, tuning
     assert tuning["tune_s"] >= tuning["search_s"] and first["compile_s"] is not None
     assert "a 20 s budget" in tuning["summary"]
+    # the tuning curve: estimated latency against trials, from the records, never rising
+    pts = tuning["curve"]["points"]
+    assert pts and all(a["trials"] < b["trials"] and a["est_ms"] >= b["est_ms"] for a, b in zip(pts, pts[1:]))
+    used = [t for t in tuning["per_task"] if t["best_us"] is not None]
+    assert pts[-1]["trials"] == sum(t["trials"] for t in used) <= tuning["records"]
+    assert pts[-1]["est_ms"] == pytest.approx(sum(t["weight"] * t["best_us"] for t in used) / 1e3, rel=1e-4)
+    assert len(tuning["per_task"]) == tuning["tasks_tuned"] + sum("budget was spent" not in u["why"]
+                                                                  for u in tuning["untuned"])
     shutil.rmtree(isolated_env / "cache" / "artifacts")  # force a compile: the records must be reused
     second = _row(run_cli(*args), "tvm-llvm")
     assert second["status"] == "ok" and second["flags"]["tuning"]["reused_records"] is True
     assert second["flags"]["tuning"]["records"] == tuning["records"]
     assert second["flags"]["tuning"]["tune_s"] < tuning["tune_s"]
+    assert second["flags"]["tuning"]["curve"] == tuning["curve"]  # kept with the records
+
+
+def test_tuning_curve_takes_the_same_share_of_every_task() -> None:
+    from compstack.analysis.tuning_curve import TaskTrials, curve
+
+    a = TaskTrials("a", 2, [50.0, None, 40.0, 45.0, 30.0, 35.0, 36.0, 37.0, 38.0, 20.0])
+    b = TaskTrials("b", 1, [9.0, 8.0, 7.0, 6.0, 5.0])
+    dead = TaskTrials("c", 1, [None, None])
+    got = curve([a, b, dead], points=5)
+    assert got["tasks_left_out"] == 1
+    # point k takes ceil(k/5 * n) of each task: a 2, 4, 6, 8, 10; b 1, 2, 3, 4, 5
+    assert [p["trials"] for p in got["points"]] == [3, 6, 9, 12, 15]
+    assert [p["est_ms"] for p in got["points"]] == [0.109, 0.088, 0.067, 0.066, 0.045]
+    assert curve([dead])["points"] == []
 
 
 def test_the_job_limit_grows_by_the_tuning_budget() -> None:
@@ -180,8 +207,8 @@ def test_tuned_options_per_stack_and_the_users_win() -> None:
     options, meaning = tuned_target_options(names, user, 120.0)
     assert options["tvm-llvm"] == {"tune": "120s"} and "MetaSchedule within a 120 s budget" in meaning["tvm-llvm"]
     assert options["inductor-cpu"] == {"mode": "max-autotune"}
-    assert options["iree-llvm-cpu"] == {"target_cpu": "znver4", "extra_flags": "--iree-opt-level=O3,"
-                                        "--iree-opt-data-tiling,--iree-llvmcpu-enable-ukernels=all"}
+    assert options["iree-llvm-cpu"] == {"target_cpu": "znver4", "tune": "120s"}
+    assert "flag search within 120 s" in meaning["iree-llvm-cpu"]
     assert options["openvino-cpu"] == {"performance_hint": "latency"}
     assert options["ort-cpu"] == {"opt_level": "basic"}
     assert meaning["ort-cpu"].endswith("except your --option opt_level=basic (instead of all)"), meaning["ort-cpu"]
@@ -205,19 +232,53 @@ def test_a_tuned_job_gets_the_budget_on_its_limit() -> None:
 
 def test_compare_tuned_rows_say_what_tuned_meant(isolated_env: Path) -> None:
     proc = run_cli("compare", "zoo:mlp", "--targets", "ort-cpu,iree-llvm-cpu,xla-cpu", "--tuned", "--budget", "20s",
-                   "--no-latency", "--json")
+                   "--min-time", "0.2", "--json")
     rows = {t: _row(proc, t) for t in ("ort-cpu", "iree-llvm-cpu", "xla-cpu")}
     assert all(r["status"] == "ok" for r in rows.values()), {t: r["error"] for t, r in rows.items()}
     iree = rows["iree-llvm-cpu"]
-    assert "--iree-opt-level=O3" in iree["flags"]["iree-compile"]
-    assert "--iree-llvmcpu-enable-ukernels=all" in iree["flags"]["iree-compile"]
-    assert iree["flags"]["tuned_as"].startswith("iree-compile --iree-llvmcpu-target-cpu=host --iree-opt-level=O3")
+    assert iree["flags"]["tuned_as"].startswith("iree-compile flag search within 20 s")
+    search = iree["flags"]["tuning"]
+    # the default flags are always timed first; each candidate says what became of it
+    assert search["candidates"][0]["name"] == "default" and search["candidates"][0]["status"] == "ok"
+    timed = [c for c in search["candidates"] if c["status"] == "ok"]
+    assert search["trials"] == len(timed) >= 1 and all(c["median_ms"] > 0 and c["runs"] >= 5 for c in timed)
+    assert all(c["status"] in ("ok", "failed to compile", "not tried: the budget was spent")
+               for c in search["candidates"])
+    fastest = min(timed, key=lambda c: c["median_ms"])
+    assert search["kept"] == fastest["name"]
+    assert search["iree-compile"][:len(iree["flags"]["iree-compile"])] == iree["flags"]["iree-compile"]
+    assert search["iree-compile"][len(iree["flags"]["iree-compile"]):] == fastest["flags"]
+    pts = search["curve"]["points"]
+    assert pts[-1]["est_ms"] == fastest["median_ms"] and all(a["est_ms"] >= b["est_ms"] for a, b in zip(pts, pts[1:]))
+    assert iree["flags"]["tuning"]["tune_s"] > 0
     assert rows["ort-cpu"]["flags"]["tuned_as"].startswith("ORT_ENABLE_ALL")
     assert rows["xla-cpu"]["flags"]["tuned_as"].startswith("nothing to tune: XLA:CPU has no tuning step")
     assert any(n.startswith("--tuned: ") for n in iree["notes"])
+    # default and tuned side by side: IREE also ran with its default flags, ORT's tuned is its default
+    default = iree["flags"]["default"]
+    assert default["status"] == "ok" and default["latency_ms"]["median"] > 0 and default["compile_s"] > 0
+    speedup = iree["flags"]["tuned_speedup"]
+    assert speedup["ratio"] == pytest.approx(default["latency_ms"]["median"] / iree["latency_ms"]["median"])
+    assert speedup["significant"] in (True, False, None)
+    assert "default" not in rows["ort-cpu"]["flags"] and "default" not in rows["xla-cpu"]["flags"]
+    assert "--tuned: this stack's tuned configuration is its default one; it ran once" in rows["ort-cpu"]["notes"]
+    assert not any("ran once" in n for n in rows["xla-cpu"]["notes"])  # nothing to tune is not "tuned"
+    page = isolated_env / "page.html"
+    assert run_cli("report", "--last", "-o", str(page)).returncode == 0
+    html = page.read_text(encoding="utf-8")
+    assert 'id="tuning-table"' in html and 'data-target="iree-llvm-cpu"' in html
+    assert html.count('class="plot plot-curve"') == 1  # IREE's search has a curve; ORT and XLA do not
+    assert html.count('class="point"') == len(pts)
+    console = Console(record=True, width=200, file=io.StringIO())
+    fields = set(Result.__dataclass_fields__)
+    print_tuning(Report(model={}, reference={}, results=[Result(**{k: v for k, v in r.items() if k in fields})
+                                                         for r in rows.values()]), console)
+    lines = {ln.split()[1]: ln for ln in console.export_text().splitlines() if ln.startswith("│ ")}
+    assert f"x{speedup['ratio']:.2f}" in lines["iree-llvm-cpu"] and "ran once" in lines["ort-cpu"]
+    assert "xla-cpu" not in lines
     plain = _row(run_cli("compare", "zoo:mlp", "--targets", "iree-llvm-cpu", "--no-latency", "--json"),
                  "iree-llvm-cpu")
-    assert "tuned_as" not in plain["flags"] and "--iree-opt-level=O3" not in plain["flags"]["iree-compile"]
+    assert "tuned_as" not in plain["flags"] and plain["flags"]["tuning"]["tuner"] == "none"
 
 
 def test_budget_without_tuned_and_bad_budgets_are_one_line_exit_2(isolated_env: Path) -> None:
@@ -226,3 +287,17 @@ def test_budget_without_tuned_and_bad_budgets_are_one_line_exit_2(isolated_env: 
         proc = run_cli("compare", "zoo:mlp", "--targets", "ort-cpu", *args)
         assert proc.returncode == 2, args
         assert len(said(proc.stderr)) == 1 and "--budget" in proc.stderr, proc.stderr
+
+
+def test_default_runs_are_the_stacks_as_they_come() -> None:
+    from compstack.run.tuned import default_runs, tuned_target_options
+
+    targets = ["tvm-llvm", "ort-cpu", "iree-llvm-cpu", "openvino-cpu", "inductor-cpu", "xla-cpu"]
+    options, _ = tuned_target_options(targets, {}, 20.0)
+    # ORT's and OpenVINO's tuned configuration is their default one; XLA has nothing to tune
+    assert default_runs(targets, {}, options) == {"tvm-llvm": {}, "iree-llvm-cpu": {}, "inductor-cpu": {}}
+    # the user's own tuning keys are not part of the default run; their other options are
+    user = {"tvm-llvm": {"tune": "1m", "tune_trials": "4", "opt_level": "3"}}
+    options, _ = tuned_target_options(["tvm-llvm"], user, 20.0)
+    assert options["tvm-llvm"]["tune"] == "1m"
+    assert default_runs(["tvm-llvm"], user, options) == {"tvm-llvm": {"opt_level": "3"}}

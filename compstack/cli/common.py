@@ -119,6 +119,7 @@ def compare_options(targets: list[str], model: ModelFlags, run: RunFlags) -> Com
 
     topts = target_options(model.target_opts)
     tuned: dict[str, str] = {}
+    defaults: dict[str, dict[str, str]] = {}
     budget_s = 0.0
     if run.budget is not None and not run.tuned:
         raise UserError(f"--budget {run.budget}: only with --tuned (a tuning budget)")
@@ -129,10 +130,13 @@ def compare_options(targets: list[str], model: ModelFlags, run: RunFlags) -> Com
         budget_s = parse_duration(DEFAULT_BUDGET if run.budget is None else run.budget, "--budget")
         if budget_s > 86400:
             raise UserError(f"--budget {run.budget}: at most 24h (the limit of --timeout)")
-        topts, tuned = tuned_target_options(targets, topts, budget_s)
         from compstack.api import validate_target_options
+        from compstack.run.tuned import default_runs
 
+        validate_target_options(topts)  # the user's own first: their errors name their --option
+        user, (topts, tuned) = topts, tuned_target_options(targets, topts, budget_s)
         validate_target_options(topts)  # the tuned options pass the checks --option values do
+        defaults = default_runs(targets, user, topts)
     latency = None if run.no_latency else LatencyConfig(
         warmup=run.warmup, min_runs=run.min_runs, min_time_s=run.min_time, budget_s=run.latency_budget)
     return CompareOptions(
@@ -142,7 +146,7 @@ def compare_options(targets: list[str], model: ModelFlags, run: RunFlags) -> Com
         rtol=run.rtol, atol=run.atol, latency=latency,
         limits=Limits(timeout_s=run.timeout, memory_mb=memory_limit(run.memory_limit)),
         cache=not run.no_cache, reference=run.reference, target_options=topts, opset=model.opset,
-        threads=run.threads, tuned=tuned, tuned_budget_s=budget_s,
+        threads=run.threads, tuned=tuned, tuned_budget_s=budget_s, defaults=defaults,
     )
 
 

@@ -86,7 +86,8 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
         executor.close()
     summary = summarize(result)
     if options.tuned:  # --tuned: what it meant per target (each row's flags.tuned_as), in the summary too
-        summary["tuned"] = {"budget_s": options.tuned_budget_s, "targets": dict(options.tuned)}
+        summary["tuned"] = {"budget_s": options.tuned_budget_s, "targets": dict(options.tuned),
+                            "defaults": "not run by a sweep: an untuned sweep of the same models gives them"}
     return summary
 
 
@@ -143,5 +144,7 @@ def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, exec
         print_summary(summary)
         for target, means in (summary.get("tuned") or {}).get("targets", {}).items():
             click.echo(f"  --tuned {target}: {means}")
+        if summary.get("tuned"):
+            click.echo(f"  --tuned: default runs {summary['tuned']['defaults']}")
     if any(c["status"] in BAD for cells in summary["matrix"].values() for c in cells.values()):
         sys.exit(1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -345,4 +345,40 @@ def contiguous(arr: np.ndarray) -> np.ndarray:
     return np.asarray(arr, order="C")
 
 
-__all__ += ["check_feeds", "contiguous"]
+__all__ += ["check_feeds", "contiguous", "input_sets_for"]
+
+
+def input_sets_for(source: Any, options: Any) -> tuple[list[dict[str, np.ndarray]], str]:
+    """The input sets of a comparison of ``source`` (a :class:`compstack.core.ir.SourceModel`)
+    under ``options`` (a :class:`compstack.run.session.CompareOptions`), and where set 0 came
+    from (``file``, ``model`` or ``generated``).
+
+    ``--inputs`` wins; else the model's own example inputs, unless ``--val-range`` or
+    ``--input-shape`` was given, which asks for generated inputs (the model's own value
+    ranges still apply to the inputs the flags do not name).
+
+    Raises:
+        UserError: the arrays do not fit the model, a flag names no input, or the
+            requested inputs do not fit in memory.
+    """
+    from compstack.core import ir as cir
+
+    model_inputs = cir.graph_inputs(source.model)
+    count = options.latency.input_sets if options.latency else 1
+    ranges = {**source.val_ranges, **options.val_ranges}
+    first, origin = None, "generated"
+    if options.inputs is not None:
+        if options.shapes:
+            raise UserError("--input-shape has no effect with --inputs (the arrays fix the shapes)")
+        check_feeds(model_inputs, options.inputs, "--inputs")
+        extra = sorted(set(options.inputs) - {i.name for i in model_inputs})
+        if extra:
+            raise UserError(f"--inputs: array(s) {', '.join(extra)} match no model input "
+                            f"(inputs: {', '.join(i.name for i in model_inputs)})")
+        first, origin = options.inputs, "file"
+    elif source.example_inputs and not options.val_ranges and not options.shapes:
+        first, origin = source.example_inputs, "model"
+    try:
+        return input_sets(model_inputs, count, options.seed, first, ranges, options.shapes), origin
+    except MemoryError:
+        raise UserError("the requested input shapes do not fit in memory; check --input-shape") from None

@@ -205,6 +205,33 @@ def _plots(rows: list[dict[str, Any]]) -> dict[str, str]:
     return plots
 
 
+def _tuning(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tuning table of a ``--tuned`` run, or of rows tuned by ``--option``: per row what
+    "tuned" meant, its default run beside it (``flags.default``), the speed-up, and its
+    tuning curve as a plot (:func:`compstack.report.svg.curve_plot`); empty when no row was
+    tuned (issue #26)."""
+    out = []
+    for r in rows:
+        flags = r["flags"] or {}
+        tuning = flags.get("tuning") or {}
+        if not flags.get("tuned_as") and not tuning.get("curve"):
+            continue
+        default = flags.get("default") or {}
+        points = [(int(p["trials"]), float(p["est_ms"])) for p in (tuning.get("curve") or {}).get("points", [])]
+        as_ = str(flags.get("tuned_as", ""))
+        why = ("" if default else "no default run: tuned by --option (compare without it)" if not as_ else
+               "ran once: nothing to tune" if as_.startswith("nothing to tune") else "ran once: tuned is its default")
+        out.append({"target": r["target"], "tuned_as": as_, "status": r["status"], "no_default": why,
+                    "median": (r["latency"] or {}).get("median"), "compile_s": r["compile_s"],
+                    "tune_s": tuning.get("tune_s"), "trials": tuning.get("trials"),
+                    "summary": tuning.get("summary", ""), "default": default,
+                    "default_median": (default.get("latency_ms") or {}).get("median"),
+                    "speedup": flags.get("tuned_speedup"),
+                    "curve_method": (tuning.get("curve") or {}).get("method", ""),
+                    "curve": svg.curve_plot(r["target"], points) if points else ""})
+    return out
+
+
 def _numerics(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
     table, abs_items, rel_items = [], [], []
     for r in rows:
@@ -272,7 +299,7 @@ def render(data: RunData) -> str:
         fingerprint=first.get("fingerprint", ""), reference=first.get("reference", ""),
         when=_when(max((r["created"] for r in data.rows), default=None)), rows=rows, counts=counts,
         fastest=fastest, plots={**_plots(rows), **{f"num_{k}": v for k, v in num_plots.items()}},
-        numerics=numerics, conformance=_conformance_context(data.conformance),
+        numerics=numerics, tuning=_tuning(data.rows), conformance=_conformance_context(data.conformance),
         conformance_is_run=data.conformance_is_run, missing=_missing(data), run_status=data.run_status,
         generated=_when(datetime.datetime.now(datetime.timezone.utc).timestamp()))
 

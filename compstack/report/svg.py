@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-__all__ = ["Interval", "Threshold", "bar_plot", "latency_plot", "log_ticks", "threshold_plot"]
+__all__ = ["Interval", "Threshold", "bar_plot", "curve_plot", "latency_plot", "log_ticks", "threshold_plot"]
 
 _ROW = 24
 _LEFT = 190
@@ -178,3 +178,42 @@ def threshold_plot(items: Sequence[Threshold], unit: str, cls: str, title: str) 
                     f"<title>{escape(tip)}</title></circle>"
                     f'<text class="value" x="{_WIDTH - _RIGHT + 6}" y="{y + 4:.1f}" font-size="11">{shown}</text></g>')
     return _frame(cls, len(items), title, body, _tick_marks(axis), unit)
+
+
+def curve_plot(label: str, points: Sequence[tuple[int, float]], unit: str = "estimated ms") -> str:
+    """A tuning curve: best latency found (y, linear from 0) against trials (x, linear from 0),
+    one point per ``(trials, ms)`` pair in order, joined by a step line (the best so far
+    only falls). Each point has a ``<title>`` with its numbers."""
+    height, bottom, left = 200, 170, 70
+    top_x = max((t for t, _ in points), default=1) or 1
+    top_y = max((v for _, v in points), default=1.0) or 1.0
+    sx, sy = _nice_step(top_x), _nice_step(top_y)
+    end_x, end_y = sx * math.ceil(top_x / sx), sy * math.ceil(top_y / sy)
+
+    def x(t: float) -> float:
+        return left + t / end_x * (_WIDTH - left - _RIGHT)
+
+    def y(v: float) -> float:
+        return bottom - v / end_y * (bottom - _TOP)
+
+    title = f"tuning curve of {label}"
+    parts = [(f'<svg class="plot plot-curve" data-label="{escape(label)}" width="{_WIDTH}" height="{height}" '
+             f'viewBox="0 0 {_WIDTH} {height}" role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>'),
+             f'<line class="axis" x1="{left}" y1="{bottom}" x2="{_WIDTH - _RIGHT}" y2="{bottom}" stroke="#555"/>',
+             f'<line class="axis" x1="{left}" y1="{_TOP}" x2="{left}" y2="{bottom}" stroke="#555"/>']
+    for k in range(round(end_x / sx) + 1):
+        parts.append(f'<text class="tick" x="{x(k * sx):.1f}" y="{bottom + 14}" text-anchor="middle" '
+                     f'font-size="11">{k * sx:g}</text>')
+    for k in range(round(end_y / sy) + 1):
+        parts.append(f'<line class="grid" x1="{left}" y1="{y(k * sy):.1f}" x2="{_WIDTH - _RIGHT}" '
+                     f'y2="{y(k * sy):.1f}" stroke="#eee"/><text class="tick" x="{left - 6}" '
+                     f'y="{y(k * sy) + 4:.1f}" text-anchor="end" font-size="11">{_fmt(k * sy)}</text>')
+    path = [f"M{x(t):.1f},{y(v):.1f}" if i == 0 else f"H{x(t):.1f}V{y(v):.1f}" for i, (t, v) in enumerate(points)]
+    if path:
+        parts.append(f'<path class="curve" d="{" ".join(path)}" fill="none" stroke="{_INK}" stroke-width="2"/>')
+    for t, v in points:
+        parts.append(f'<circle class="point" cx="{x(t):.1f}" cy="{y(v):.1f}" r="3" fill="{_INK}">'
+                     f"<title>{escape(label)}: {_fmt(v)} ms after {t} trial(s)</title></circle>")
+    parts.append(f'<text x="{(left + _WIDTH - _RIGHT) / 2:.0f}" y="{bottom + 28}" text-anchor="middle" '
+                 f'font-size="11" fill="#444">trials; y: {escape(unit)}</text></svg>')
+    return "".join(parts)

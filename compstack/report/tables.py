@@ -225,6 +225,10 @@ def _print_unsqueezed(console: Console, table: Table) -> None:
 
 
 def _print_warnings(report: Report, console: Console) -> None:
+    """What follows the table: the tuning table of a ``--tuned`` run, then the warnings."""
+    from compstack.report.tuned import print_tuning
+
+    print_tuning(report, console)  # --tuned: default vs tuned, before the warnings
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
 

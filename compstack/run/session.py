@@ -27,7 +27,7 @@ from compstack.analysis.opstats import op_stats
 from compstack.core import ir as cir
 from compstack.core.config import Settings
 from compstack.core.errors import UserError
-from compstack.core.inputs import check_feeds, input_sets, save_npz
+from compstack.core.inputs import input_sets_for, save_npz
 from compstack.core.integrity import check_manifest
 from compstack.core.latency import LatencyConfig
 from compstack.core.procs import run_tempdir
@@ -37,6 +37,7 @@ from compstack.run.executors import LOST as _LOST
 from compstack.run.executors import Executor, Limits, open_executor
 from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.run.oracle import CheckedOracle, checked_oracle, judge_row
+from compstack.run.tuned import attach_default, default_row
 
 __all__ = ["CompareOptions", "StackModel", "compare", "job_fields", "model_file", "stack_model_file", "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
 
@@ -68,6 +69,9 @@ class CompareOptions:
         threads: threads every stack is asked for (None: :func:`compstack.core.threads.default_threads`,
             the physical cores; 0: each stack's own default); see :mod:`compstack.core.threads`.
         tuned, tuned_budget_s: ``--tuned`` per target (rows' ``flags.tuned_as``) and ``--budget``, s.
+        defaults: with ``--tuned``, the targets that also run as they come, each with the
+            user's own options (:func:`compstack.run.tuned.default_runs`); their tuned rows
+            carry that run (:func:`compstack.run.tuned.attach_default`).
         executor: where the jobs run (:func:`compstack.run.executors.open_executor`): an
             executor name (``inline``, ``process``, ``pool``), an :class:`Executor` the
             caller keeps (a sweep reuses one pool), or ``""``: ``process``, or ``inline``
@@ -91,6 +95,7 @@ class CompareOptions:
     threads: int | None = None
     tuned: Mapping[str, str] = field(default_factory=dict)
     tuned_budget_s: float = 0.0
+    defaults: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     executor: str | Executor = ""
 
 
@@ -281,15 +286,14 @@ def compare(
     Raises:
         UserError: bad inputs (wrong names, dtypes or shapes), unwritable database.
     """
-    sets, origin = _make_input_sets(source, options)
+    sets, origin = input_sets_for(source, options)
     if save_inputs is not None:
         save_npz(save_inputs, sets[0])
     stats = op_stats(source.model)
     db = ResultsDB(settings.db, settings.db_busy_timeout_s)
     work = run_tempdir("compstack-run-")
     try:
-        folder = settings.cache_dir if options.cache else work
-        stack = stack_model_file(source, folder, options.opset)
+        stack = stack_model_file(source, (folder := settings.cache_dir if options.cache else work), options.opset)
         canonical = model_file(source, folder)
     except UserError:
         db.close()
@@ -319,8 +323,8 @@ def compare(
         save_npz(inputs_path := work / "inputs.npz", pack_sets(sets))
         common = job_fields(stack, canonical, inputs_path, settings, options, source)
 
-        def run(name: str, opts: Mapping[str, str], latency: bool, **over: Any) -> JobOutcome:
-            job = Job(**{**common, "target": name, "target_ref": _ref_of(name), "workdir": str(work / name),
+        def run(name: str, opts: Mapping[str, str], latency: bool, tag: str = "", **over: Any) -> JobOutcome:
+            job = Job(**{**common, "target": name, "target_ref": _ref_of(name), "workdir": str(work / (name + tag)),
                          "options": dict(opts), "latency": vars(options.latency) if latency and options.latency else None,
                          **over})
             outcome = executor.run(job, options.limits)
@@ -339,9 +343,10 @@ def compare(
             opts = options.target_options.get(name, {})
             result = _needs_common_ir(source, name, opts)
             if result is None:
-                outcome = run(name, opts, latency=True)
+                outcome, base = run(name, opts, latency=True), default_row(run, name, options, ref_outputs, expected,
+                                                                           oracle)  # --tuned: also as it comes
                 result = _to_result(outcome, ref_outputs, expected, options, ref_note,
-                                    (executor, _eager_job(name, opts, work, common)), oracle)
+                                    (executor, _eager_job(name, opts, work, common)), oracle, base)
                 if result.flags.get("path") != "native":  # a native path compiles the program, not a model form
                     result.flags = {**stack.flags(), **result.flags}  # a translated path may say it ran the canonical
                     _hint_opset(result, stack)
@@ -378,38 +383,6 @@ def job_fields(stack: StackModel, canonical: Path, inputs_path: Path, settings: 
                 cache_dir=str(settings.cache_dir) if options.cache else None, source=source.spec,
                 source_framework=source.framework, op_origins=origins_for(source.model),
                 threads=requested_threads(options.threads), tuning_budget_s=options.tuned_budget_s)
-
-
-def _make_input_sets(source: cir.SourceModel, options: CompareOptions) -> tuple[list[dict[str, np.ndarray]], str]:
-    """Input sets and where set 0 came from (``file``, ``model`` or ``generated``).
-
-    ``--inputs`` wins; else the model's own example inputs, unless ``--val-range`` or
-    ``--input-shape`` was given, which asks for generated inputs (the model's own value
-    ranges still apply to the inputs the flags do not name).
-
-    Raises:
-        UserError: the arrays do not fit the model, a flag names no input, or the
-            requested inputs do not fit in memory.
-    """
-    model_inputs = cir.graph_inputs(source.model)
-    count = options.latency.input_sets if options.latency else 1
-    ranges = {**source.val_ranges, **options.val_ranges}
-    first, origin = None, "generated"
-    if options.inputs is not None:
-        if options.shapes:
-            raise UserError("--input-shape has no effect with --inputs (the arrays fix the shapes)")
-        check_feeds(model_inputs, options.inputs, "--inputs")
-        extra = sorted(set(options.inputs) - {i.name for i in model_inputs})
-        if extra:
-            raise UserError(f"--inputs: array(s) {', '.join(extra)} match no model input "
-                            f"(inputs: {', '.join(i.name for i in model_inputs)})")
-        first, origin = options.inputs, "file"
-    elif source.example_inputs and not options.val_ranges and not options.shapes:
-        first, origin = source.example_inputs, "model"
-    try:
-        return input_sets(model_inputs, count, options.seed, first, ranges, options.shapes), origin
-    except MemoryError:
-        raise UserError("the requested input shapes do not fit in memory; check --input-shape") from None
 
 
 def _keep_numerics_of_latency_fault(outcome: JobOutcome) -> None:
@@ -457,16 +430,19 @@ def _eager_job(name: str, opts: Mapping[str, str], work: Path, common: Mapping[s
 
 
 def _to_result(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expected: Mapping[str, Any],
-               options: CompareOptions, ref_note: str, eager: tuple[Executor, Job] | None = None, oracle: CheckedOracle | None = None) -> Result:
+               options: CompareOptions, ref_note: str, eager: tuple[Executor, Job] | None = None,
+               oracle: CheckedOracle | None = None, default: Result | None = None) -> Result:
     """The row of ``outcome``: numerics against ``ref``, notes, peak memory and fault
     (:func:`compstack.run.faults.finish_row`; ``eager`` is the executor and the eager
-    ``evaluate`` job of a translated path, run only for its mismatch)."""
+    ``evaluate`` job of a translated path, run only for its mismatch; ``default``: the
+    default run of a ``--tuned`` row, :func:`compstack.run.tuned.attach_default`)."""
     from compstack.run.faults import eager_check, finish_row
 
     check = None if eager is None else (
         lambda: eager_check(eager[0], eager[1], options.limits, ref, expected, options.rtol, options.atol,
                             oracle))
-    return finish_row(_numerics_row(outcome, ref, expected, options, ref_note, oracle), outcome, check)
+    return attach_default(finish_row(_numerics_row(outcome, ref, expected, options, ref_note, oracle), outcome,
+                                     check), default, options)
 
 
 def _numerics_row(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expected: Mapping[str, Any],

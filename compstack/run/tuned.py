@@ -2,10 +2,19 @@
 
 Each target class says what its best is (:attr:`compstack.targets.base.Target.tuned_as`):
 TVM searches with MetaSchedule for the budget, Inductor compiles with ``max-autotune``, IREE
-compiles at ``O3`` with data tiling and ukernels, OpenVINO gets its ``LATENCY`` hint and ORT
-``ORT_ENABLE_ALL``; XLA and TorchScript have no tuning step and say so. The user's own
-``--option`` values win over the tuned ones, as trtexec's explicit tactic flags win over its
-builder optimisation level.
+searches its documented flag sets for the budget (:mod:`compstack.targets.iree.tuning`),
+OpenVINO gets its ``LATENCY`` hint and ORT ``ORT_ENABLE_ALL``; XLA and TorchScript have no
+tuning step and say so. The user's own ``--option`` values win over the tuned ones, as
+trtexec's explicit tactic flags win over its builder optimisation level.
+
+A performance engineer asks "how much did tuning buy?", so a ``--tuned`` compare also runs
+each tunable stack as it comes (:func:`default_runs`: the user's own options, no tuning
+budget, its own job and work folder) right after its tuned run, and the tuned row carries
+that default run's status, compile time and latency (``flags["default"]``) and the speed-up
+of tuned over default with its significance (``flags["tuned_speedup"]``); the console table
+(:mod:`compstack.report.tuned`) and the report show the two side by side. A stack whose
+tuned configuration is its default (ORT's ``ORT_ENABLE_ALL``, OpenVINO's ``LATENCY`` hint)
+runs once, and its row says so.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["DEFAULT_BUDGET", "mark_tuned", "tuned_target_options"]
+__all__ = ["DEFAULT_BUDGET", "attach_default", "default_runs", "mark_tuned", "tuned_target_options"]
 
 #: ``--budget`` when ``--tuned`` is given alone: a tuning budget per model and stack.
 DEFAULT_BUDGET = "5m"
@@ -63,3 +72,86 @@ def mark_tuned(result: Any, tuned: Mapping[str, str]) -> None:
     if result.target in tuned:
         result.flags = {**result.flags, "tuned_as": tuned[result.target]}
         result.notes.append(f"--tuned: {tuned[result.target]}")
+
+
+def default_runs(targets: Sequence[str], user: Mapping[str, Mapping[str, str]],
+                 tuned: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+    """The targets of a ``--tuned`` run that also get a default run, with its options.
+
+    Args:
+        targets: resolved target names.
+        user: the user's ``--option`` values (``{target: {option: value}}``).
+        tuned: the options of the tuned run (:func:`tuned_target_options`).
+
+    Returns:
+        ``{target: options}`` for each target whose tuned options, parsed by its
+        ``Options`` class, differ from its default ones: the user's options less the
+        tuning keys (those the target's ``tuned_as`` sets, and TVM's ``tune_trials``), so
+        that ``--option tvm-llvm:tune=1m --tuned`` still gets an untuned default run. A
+        stack whose tuned configuration is its default has no entry.
+
+    Raises:
+        UserError: an unknown target or a bad option (see ``Options.from_strings``).
+    """
+    from compstack import targets as registry
+
+    out: dict[str, dict[str, str]] = {}
+    for name in targets:
+        cls = registry.get(name)
+        drop = set(cls.tuned_as[0]) | {"tune_trials"}  # tuning keys: a default run has none
+        mine = {k: v for k, v in user.get(name, {}).items() if k not in drop}
+        theirs = dict(tuned.get(name, {}))
+        if theirs and cls.Options.from_strings(theirs, owner=name) != cls.Options.from_strings(mine, owner=name):
+            out[name] = mine
+    return out
+
+
+def default_row(run: Any, name: str, options: Any, ref: Any, expected: Any, oracle: Any) -> Any:
+    """The default run of a ``--tuned`` target, as a row judged on numerics (None when the
+    target has none: ``options.defaults``, :func:`default_runs`).
+
+    Args:
+        run: the comparison's job runner (``run(name, options, latency=..., tag=..., **job
+            fields)``; ``tag`` names the job's own work folder, ``NAME.default``).
+        name: the target.
+        options: the :class:`~compstack.run.session.CompareOptions` of the tuned run.
+        ref, expected, oracle: the reference outputs, the declared output dtypes and the checked
+            oracle (see :func:`compstack.run.session.compare`).
+    """
+    if name not in options.defaults:
+        return None
+    from compstack.run import session
+
+    plain = session.CompareOptions(**{**vars(options), "tuned": {}})
+    outcome = run(name, options.defaults[name], latency=True, tag=".default", tuning_budget_s=0.0)
+    return session._numerics_row(outcome, ref, expected, plain, "", oracle)
+
+
+def attach_default(tuned: Any, default: Any, options: Any) -> Any:
+    """Put the default run's row ``default`` (a :class:`~compstack.core.results.Result`, or
+    None) into the tuned row ``tuned`` and return it: ``flags["default"]`` (status, stage,
+    error, compile_s, cached, latency_ms), ``flags["tuned_speedup"]`` (``ratio``: default
+    median over tuned median, > 1 when tuning paid; ``significant``: the medians' 95 %
+    intervals do not overlap, :func:`compstack.core.latency.medians_differ`) and one note.
+    A tuned target without a default run (``options.defaults``) gets a note that its tuned
+    configuration is its default one."""
+    from compstack.core.latency import medians_differ
+
+    if default is None:
+        if tuned.target not in options.defaults and not options.tuned.get(tuned.target, "nothing").startswith("nothing"):
+            tuned.notes.append("--tuned: this stack's tuned configuration is its default one; it ran once")
+        return tuned
+    tuned.flags = {**tuned.flags, "default": {
+        "status": default.status, "stage": default.stage, "error": default.error, "compile_s": default.compile_s,
+        "cached": default.cached, "latency_ms": default.latency_ms}}
+    a, b = default.latency_ms or {}, tuned.latency_ms or {}
+    if a.get("median") and b.get("median") and default.status == "ok":
+        ratio, sig = a["median"] / b["median"], medians_differ(a, b)
+        tuned.flags["tuned_speedup"] = {"ratio": ratio, "significant": sig}
+        word = {True: "significant", False: "within noise", None: "no interval"}[sig]
+        tuned.notes.append(f"--tuned: default {a['median']:.4g} ms, tuned {b['median']:.4g} ms: "
+                           f"x{ratio:.2f} ({word})")
+    elif default.status != "ok":
+        tuned.notes.append(f"--tuned: the default run was {default.status}"
+                           + (f" at {default.stage}: {default.error}" if default.stage else ""))
+    return tuned

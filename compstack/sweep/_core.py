@@ -27,7 +27,7 @@ from compstack import targets as registry
 from compstack.analysis.opstats import op_stats
 from compstack.core.config import Settings
 from compstack.core.errors import UserError
-from compstack.core.inputs import save_npz
+from compstack.core.inputs import input_sets_for, save_npz
 from compstack.core.procs import run_tempdir
 from compstack.core.results import Report, Result, ResultsDB
 from compstack.run import session as S
@@ -157,7 +157,7 @@ class _Runner:
             report.model["import_stage"] = getattr(exc, "stage", "import")  # torch.export, onnx-export, build
             return m
         m.source = source
-        sets, origin = S._make_input_sets(source, self.copts)
+        sets, origin = input_sets_for(source, self.copts)
         stats = op_stats(source.model)
         folder = self.cfg.cache_dir if self.copts.cache else work
         m.stack = S.stack_model_file(source, folder, self.copts.opset)

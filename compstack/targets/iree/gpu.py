@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from compstack.targets.base import Availability, TargetOptions
 from compstack.targets.iree.target import IreeLlvmCpuTarget
@@ -63,6 +63,10 @@ class _IreeGpuTarget(IreeLlvmCpuTarget):
 
     def runtime_driver(self) -> str:
         return self.driver
+
+    def tuning_flags(self) -> dict[str, Any]:
+        """IREE's GPU backends have no ``tune`` option: ``--tuned`` adds ``--iree-opt-level=O3``."""
+        return {"tuner": "none", "note": "no flag search on GPU backends; --tuned adds --iree-opt-level=O3"}
 
     def compile_flags(self) -> list[str]:
         gpu = self.options.gpu_target or self.default_gpu

@@ -183,10 +183,14 @@ class IreeLlvmCpuTarget(Target):
                 else "iree-import-onnx",
                 "driver": self.runtime_driver(),
                 "compile_timeout_s": self.options.compile_timeout_s,
-                "tuning": ({"tuner": "flag search", "budget_s": self.options.tune_budget_s}
-                           if self.options.tune else
-                           {"tuner": "none", "note": "IREE has no auto-tuner: llvm-cpu picks tile sizes and vector "
-                            "widths from the target CPU's features; tune=DURATION searches its flag sets"})}
+                "tuning": self.tuning_flags()}
+
+    def tuning_flags(self) -> dict[str, Any]:
+        """``flags["tuning"]``: the flag search's budget (``tune=DURATION``), or why there is none."""
+        if self.options.tune:
+            return {"tuner": "flag search", "budget_s": self.options.tune_budget_s}
+        return {"tuner": "none", "note": "IREE has no auto-tuner: llvm-cpu picks tile sizes and vector "
+                "widths from the target CPU's features; tune=DURATION searches its flag sets"}
 
     def lower_impl(self, model: ir.Model) -> Lowered:
         from compstack.targets.iree import custom_ops

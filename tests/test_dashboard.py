@@ -52,13 +52,16 @@ def _sweep(db_path: Path, seed: int, targets: list[str], started: float) -> dict
             status = "ok" if t.startswith("ort-cpu") and rng.random() < 0.9 else rng.choice(STATUSES)
             agree = status in ("ok", "imprecise")
             median = rng.uniform(0.5, 50.0) if agree else None
-            lat = {"median": median, "p10": median * 0.9, "p90": median * 1.1, "runs": 5} if median else None
+            half = median * rng.uniform(0.01, 0.2) if median else 0.0  # the median's 95 % interval
+            lat = {"median": median, "p10": median * 0.9, "p90": median * 1.1, "runs": 5,
+                   "ci95": [median - half, median + half]} if median else None
             comp = rng.uniform(0.2, 200.0) if status not in ("unsupported", "failed") else None
             res = Result(target=t, status=status, stage="" if agree else STAGE[status],
                          error="" if agree else f"{status} in {t} <b>&", compile_s=comp, latency_ms=lat,
                          versions={t.split("@")[0].split("-")[0]: t.split("@")[1] if "@" in t else "1.0"})
             db.add(report, res, sweep_id, {})
             rows[(model, t)] = {"status": status, "stage": res.stage, "median": median, "compile_s": comp,
+                                "ci95": lat["ci95"] if lat else None,
                                 "rss_c": rng.uniform(100, 4000), "rss_r": rng.uniform(100, 4000),
                                 "fault": "" if agree else rng.choice(["stack", "compstack", "unknown"])}
     db.sweep_status({"sweep_id": sweep_id, "started": started, "ended": started + 60, "status": "done",
@@ -149,6 +152,15 @@ def test_history_is_by_stack_version(stored: dict) -> None:
         assert c["timed"] == len(ratios)
         if ratios:
             assert c["geomean_ratio"] == pytest.approx(_geomean(ratios), rel=1e-9)
+        # a regression: agreeing before, not now; or slower by more than 10 % with disjoint intervals
+        broke = [m for m in flips if old[(m, o)]["status"] in ("ok", "imprecise")
+                 and new[(m, t)]["status"] not in ("ok", "imprecise")]
+        slower = [m for m in MODELS if old[(m, o)]["median"] is not None and new[(m, t)]["median"] is not None
+                  and new[(m, t)]["median"] > 1.10 * old[(m, o)]["median"]
+                  and new[(m, t)]["ci95"][0] > old[(m, o)]["ci95"][1]]
+        assert c["regressions"] == len(broke) + len(slower)
+        assert {r["model"] for r in c["ratios"] if r["regression"]} <= set(slower)
+        assert all(r["judged"] == "regression: significant" for r in c["ratios"] if r["regression"])
 
 
 def test_page_is_small_and_self_contained(stored: dict) -> None:
@@ -165,6 +177,10 @@ def test_page_is_small_and_self_contained(stored: dict) -> None:
     stack_faults = sum(r["fault"] == "stack" for r in stored["new"]["rows"].values())
     assert page.count('class="x bundle"') == stack_faults > 0
     assert 'id="history-sweeps"' in page and "ort-cpu@1.19.0 (1.19.0) → ort-cpu@1.20.0 (1.20.0)" in page
+    from compstack.report.dashboard import load_dashboard
+
+    listed = [r for c in load_dashboard(stored["db"])["history"]["changes"] for r in c["ratios"]]
+    assert page.count('class="regression"') == sum(r["regression"] for r in listed) > 0  # marked rows
 
 
 @pytest.mark.parametrize("case", ["baseline", "baseline-without-sweep", "no-sweep"])

@@ -79,7 +79,7 @@ def _cell(row: dict[str, Any]) -> dict[str, Any]:
     return {"status": row.get("status") or "missing", "stage": row.get("stage") or "",
             "error": (row.get("error") or "")[:240], "fault": row.get("fault") or "",
             "fault_reason": (row.get("fault_reason") or "")[:240], "compile_s": _num(row.get("compile_s")),
-            "latency_ms": _num(lat.get("median")), "rss_compile_mb": rss[0], "rss_run_mb": rss[1],
+            "latency_ms": _num(lat.get("median")), "ci95": lat.get("ci95"), "rss_compile_mb": rss[0], "rss_run_mb": rss[1],
             "peak_mb": max((v for v in rss if v is not None), default=None), "bundle": _href(bundle),
             "versions": _json(row.get("versions_json"), {}), "speedup": None}
 
@@ -149,7 +149,15 @@ def _grid(db: Any, entry: dict[str, Any]) -> tuple[list[str], list[str], dict[st
 
 def _changes(label: str, old_t: str, new_t: str, old_grid: dict[str, Any], new_grid: dict[str, Any],
              models: list[str]) -> dict[str, Any]:
-    """Status flips and latency ratios (new / old median) of one stack between two columns."""
+    """Status flips and latency ratios (new / old median) of one stack between two columns.
+
+    A ratio is ``significant`` when the two medians' 95 % intervals do not overlap
+    (:func:`compstack.core.latency.medians_differ`; None: a cell has no interval). A
+    *regression* is a flip from agreeing to not (``broke``) or a significant slow-down past
+    ``RATIO_LISTED``; ``regressions`` counts both and each listed ratio says ``regression``.
+    """
+    from compstack.core.latency import medians_differ
+
     flips, ratios = [], []
     for m in models:
         a, b = old_grid[m][old_t], new_grid[m][new_t]
@@ -159,8 +167,12 @@ def _changes(label: str, old_t: str, new_t: str, old_grid: dict[str, Any], new_g
             flips.append({"model": m, "before": a["status"], "after": b["status"], "kind": kind,
                           "stage": b["stage"] or a["stage"], "error": b["error"] or a["error"]})
         if a["status"] in AGREE and b["status"] in AGREE and a["latency_ms"] and b["latency_ms"]:
-            ratios.append({"model": m, "before": a["latency_ms"], "after": b["latency_ms"],
-                           "ratio": b["latency_ms"] / a["latency_ms"]})
+            ratio, sig = b["latency_ms"] / a["latency_ms"], medians_differ(a, b)
+            ratios.append({"model": m, "before": a["latency_ms"], "after": b["latency_ms"], "ratio": ratio,
+                           "significant": sig, "regression": bool(sig) and ratio > RATIO_LISTED,
+                           "judged": ("regression: significant" if sig and ratio > RATIO_LISTED else
+                                      {True: "significant", False: "intervals overlap (noise)",
+                                       None: "no interval"}[sig])})
     listed = [r for r in ratios if not 1 / RATIO_LISTED <= r["ratio"] <= RATIO_LISTED]
     listed.sort(key=lambda r: -abs(math.log(r["ratio"])))
     kinds = Counter(f["kind"] for f in flips)
@@ -170,7 +182,8 @@ def _changes(label: str, old_t: str, new_t: str, old_grid: dict[str, Any], new_g
             "new_version": _version(new_t, new_cells),
             "fixed": kinds["fixed"], "broke": kinds["broke"], "changed": kinds["changed"], "flips": flips[:MAX_CHANGES],
             "flips_total": len(flips), "geomean_ratio": _geomean([r["ratio"] for r in ratios]),
-            "timed": len(ratios), "ratios": listed[:MAX_CHANGES], "ratios_total": len(listed)}
+            "timed": len(ratios), "ratios": listed[:MAX_CHANGES], "ratios_total": len(listed),
+            "regressions": kinds["broke"] + sum(r["regression"] for r in ratios)}
 
 
 def _partner(target: str, targets: list[str]) -> str | None:

@@ -62,6 +62,11 @@ def test_funnel_on_ort(cases_env: tuple[Path, list], isolated_env: Path) -> None
     s = report.summaries[0]
     assert (s.total, s.passed, s.unsupported, sum(s.failed_at.values())) == (5, 2, 3, 0)
     assert s.pass_rate == pytest.approx(0.4)
+    # whose fault: ORT lacks the op, ORT's declared dtypes lack bfloat16, our harness feeds tensors only
+    assert [rows[c]["fault"] for c in ("test_abs", "test_adagrad", "test_cast_FLOAT_to_BFLOAT16",
+                                       "test_sequence_insert_at_back")] == ["", "stack", "stack", "compstack"]
+    assert "harness" in rows["test_sequence_insert_at_back"]["fault_reason"] and "log" not in rows["test_adagrad"]
+    assert s.faults == {"stack": 2, "compstack": 1}
 
 
 def test_xfail_catches_planted_regression_and_reports_fixed(cases_env: tuple[Path, list], isolated_env: Path) -> None:
@@ -75,6 +80,8 @@ def test_xfail_catches_planted_regression_and_reports_fixed(cases_env: tuple[Pat
     s = report.summaries[0]
     assert s.regressions == ["test_abs"]
     assert s.failed_at["run"] == 1 and s.unsupported == 1
+    ran = {r["case"]: r for r in report.rows}["test_abs"]  # raised by the test target's run, not by compstack
+    assert ran["fault"] == "stack" and "failed in run" in ran["fault_reason"]
     # The same baseline on real ORT: test_relu is listed but passes -> fixed.
     (xdir / f"ort-cpu@{version}.txt").write_text("test_adagrad\ntest_relu\n")
     ort = _run(cases_env, "ort-cpu", "^(test_abs|test_adagrad|test_relu)$", xdir).summaries[0]

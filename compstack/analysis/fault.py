@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TRANSLATED_STACKS", "Fault", "attribute", "innermost_frame", "is_translated"]
+__all__ = ["TRANSLATED_STACKS", "Fault", "attribute", "conformance_fault", "innermost_frame", "is_translated"]
 
 #: Targets whose stack does not read ONNX: on the ``translated`` path they run
 #: compstack's translation of the common IR (JAX for XLA, torch.fx for the others).
@@ -140,3 +140,27 @@ def _mismatch(translated: bool, row: Any, eager_agrees: bool | None, eager_note:
         return Fault("unknown", "native path: the reference ran compstack's ONNX export of the program, so either "
                                 "may be wrong (compstack explain tells them apart)")
     return Fault("stack", "the stack's outputs differ from the reference on the same ONNX model")
+
+
+def conformance_fault(target: str, row: dict[str, Any]) -> Fault:
+    """The fault of one ``compstack conformance`` row (``status`` ``passed``/``failed``/
+    ``unsupported``/``timeout``/``crashed``, ``stage``, ``error``, ``log``: the worker's
+    traceback frames) of ``target``, by :func:`attribute`'s rules, with the ONNX node
+    test's expected outputs as the reference (a ``failed`` row at ``compare`` is a
+    mismatch). On the translated stacks (:data:`TRANSLATED_STACKS`) the case ran
+    compstack's translation, and no eager check is made (``unknown`` for a mismatch). A
+    case the harness cannot feed (sequence or optional inputs) is compstack's."""
+    from types import SimpleNamespace
+
+    status, stage, error = row.get("status", ""), row.get("stage", ""), row.get("error", "")
+    if status == "passed":
+        return Fault()
+    if status == "unsupported" and stage == "import" and ("harness" in error or "inputs do not match" in error):
+        return Fault("compstack", f"compstack's conformance harness cannot run this case: {error[:200]}")
+    if status == "unsupported" and stage == "import" and error.startswith("dtype "):
+        return Fault("stack", f"the stack does not take this dtype (the target's declared dtypes): {error[:200]}")
+    translated = target.partition("@")[0].split("-")[0] in TRANSLATED_STACKS
+    like = SimpleNamespace(status="mismatch" if status == "failed" and stage == "compare" else status, stage=stage,
+                           error=error, log=row.get("log", ""), unsupported_ops=[], target=target, verdict="",
+                           flags={"path": "translated"} if translated else {})
+    return attribute(like)

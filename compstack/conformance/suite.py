@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from compstack import targets as registry
+from compstack.analysis.fault import conformance_fault
 from compstack.conformance.cases import Case
 from compstack.core.errors import UserError
 from compstack.run.pool import run_pool
@@ -60,6 +61,8 @@ class TargetSummary:
     xfail_file: str = ""
     fixed: list[str] = field(default_factory=list)
     regressions: list[str] = field(default_factory=list)
+    #: Non-passing cases by whose fault they are (compstack.analysis.fault.conformance_fault).
+    faults: dict[str, int] = field(default_factory=dict)
 
     @property
     def pass_rate(self) -> float:
@@ -69,6 +72,8 @@ class TargetSummary:
     def add(self, row: dict[str, Any]) -> None:
         self.total += 1
         status = row["status"]
+        if row.get("fault"):
+            self.faults[row["fault"]] = self.faults.get(row["fault"], 0) + 1
         if status == "passed":
             self.passed += 1
         elif status in ("unsupported", "timeout", "crashed"):
@@ -201,7 +206,9 @@ def _run_target(spec: dict[str, Any], names: list[str], workers: int, timeout: f
     rows: list[dict[str, Any]] = []
 
     def collect(row: dict[str, Any]) -> None:  # serialised by run_pool's lock
-        row = {"target": tname, **row}
+        found = conformance_fault(tname, row)
+        row = {"target": tname, **{k: v for k, v in row.items() if k != "log"}, "fault": found.fault,
+               "fault_reason": found.reason}
         summary.add(row)
         rows.append(row)
         if recorder is not None:
@@ -244,7 +251,8 @@ class _Recorder:
     def case(self, row: dict[str, Any]) -> None:
         self.db.write("conformance_cases", {"run_id": self.report.run_id, "target": row["target"],
                                             "name": row["case"], "status": row["status"], "stage": row["stage"],
-                                            "error": row["error"], "seconds": row["seconds"]})
+                                            "error": row["error"], "seconds": row["seconds"],
+                                            "fault": row["fault"], "fault_reason": row["fault_reason"]})
 
     def target(self, s: TargetSummary) -> None:
         self.db.write("conformance_runs", {
@@ -297,9 +305,10 @@ def store(report: SuiteReport, db: Path) -> None:
                          (report.run_id, time.time(), s.target, s.version, onnx.__version__, s.total, s.passed,
                           s.unsupported, s.timeout, s.crashed, json.dumps(s.failed_at), s.seconds,
                           json.dumps(report.selection)))
-        conn.executemany("INSERT INTO conformance_cases VALUES (?,?,?,?,?,?,?)",
-                         [(report.run_id, r["target"], r["case"], r["status"], r["stage"], r["error"], r["seconds"])
-                          for r in report.rows])
+        conn.executemany("INSERT INTO conformance_cases (run_id, target, name, status, stage, error, seconds, "
+                         "fault, fault_reason) VALUES (?,?,?,?,?,?,?,?,?)",
+                         [(report.run_id, r["target"], r["case"], r["status"], r["stage"], r["error"], r["seconds"],
+                           r.get("fault", ""), r.get("fault_reason", "")) for r in report.rows])
     conn.close()
 
 

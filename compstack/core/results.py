@@ -224,6 +224,9 @@ MIGRATIONS: tuple[tuple[str | AddColumn, ...], ...] = (
     # 6: whose fault a row is, and the worker's peak memory per phase
     (AddColumn("results", "fault", "TEXT DEFAULT ''"), AddColumn("results", "fault_reason", "TEXT DEFAULT ''"),
      AddColumn("results", "peak_rss_compile_mb", "REAL"), AddColumn("results", "peak_rss_run_mb", "REAL")),
+    # 7: whose fault a conformance case's failure is
+    (AddColumn("conformance_cases", "fault", "TEXT DEFAULT ''"),
+     AddColumn("conformance_cases", "fault_reason", "TEXT DEFAULT ''")),
 )
 
 #: Schema version of the results database (``PRAGMA user_version``) this compstack writes.

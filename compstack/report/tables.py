@@ -454,13 +454,17 @@ def print_conformance(report: Any, console: Console | None = None) -> None:
     console.print(table)
     console.print(f"  rule: {report.rule}", highlight=False, soft_wrap=True)
     for s in report.summaries:
+        if s.faults:  # whose fault the non-passing cases are (compstack.analysis.fault.conformance_fault)
+            console.print(f"  {s.target}: faults " + ", ".join(f"{k} {v}" for k, v in sorted(s.faults.items())),
+                          highlight=False)
         if s.available and not s.xfail_file:
             console.print(f"  {s.target}: no XFAIL file for version {s.version} (record one with --update-xfail)",
                           highlight=False)
         for case in s.regressions[:20]:
             row = next(r for r in report.rows if r["target"] == s.target and r["case"] == case)
             console.print(f"  [red]regression[/] {s.target} {escape(case)}: {row['status']} at {row['stage']}: "
-                          f"{escape(row['error'], 160)}", highlight=False, soft_wrap=True)
+                          f"{escape(row['error'], 160)} (fault: {row.get('fault') or '?'})", highlight=False,
+                          soft_wrap=True)
         for case in s.fixed[:20]:
             console.print(f"  [green]fixed[/] {s.target} {case}", highlight=False)
 

@@ -209,7 +209,11 @@ def run_case(case: Case, target: Any, cache: Any, versions: dict[str, str],
     except UnsupportedError as exc:
         return _result(case.name, stage, "unsupported", str(exc), t0)
     except Exception as exc:  # noqa: BLE001 - the stack's failure is this case's outcome
-        return _result(case.name, stage, "failed", _first_line(exc), t0)
+        import traceback
+
+        # the frames (file, line) tell whose code raised: compstack.analysis.fault.conformance_fault
+        frames = "".join(f'File "{f.filename}", line {f.lineno}\n' for f in traceback.extract_tb(exc.__traceback__))
+        return {**_result(case.name, stage, "failed", _first_line(exc), t0), "log": frames[-4000:]}
 
 
 def hash_bytes(data: bytes) -> str:

@@ -58,7 +58,13 @@ def test_recipe_pins_the_stack_and_numpy_1_for_old_ort() -> None:
     assert old.requirements[:2] == ("onnxruntime==1.18.1", "numpy<2")
     assert new.requirements[:2] == ("onnxruntime==1.19.0", "numpy")
     iree = recipe("iree-llvm-cpu", "3.6.0")
-    assert iree.requirements[:2] == ("iree-base-compiler==3.6.0", "iree-base-runtime==3.6.0")
+    assert iree.requirements[:2] == ("iree-base-compiler==3.6.0", "iree-base-runtime>=3.6.0,<=3.6.0")
+    # the registry has compiler 3.7.1 and no runtime 3.7.1: the newest 3.7 runtime up to it
+    assert recipe("iree-llvm-cpu", "3.7.1").requirements[1] == "iree-base-runtime>=3.7.0,<=3.7.1"
+    assert recipe("iree-llvm-cpu", "3.0.0rc1").requirements[1] == "iree-base-runtime==3.0.0rc1"
+    # 0.25 loads only with ffi 0.1.12 (it requires >=0.1.12; 0.1.13+ lack a symbol); later ones get the parent pin
+    assert "apache-tvm-ffi==0.1.12" in recipe("tvm-llvm", "0.25.0.post1").requirements
+    assert "apache-tvm-ffi==0.1.14.post0" in recipe("tvm-llvm", "0.27.0").requirements
     assert "onnx==1.23.2" in old.requirements
 
 
@@ -73,7 +79,7 @@ def test_env_entry_is_used_only_when_published_and_intact(tmp_path: Path) -> Non
     (staging / "lib.txt").write_text("site-packages stand-in\n")
     assert find_env(store, rec, "1.20.0") is None
     assert list(list_envs(store)) == []
-    store.publish(staging, "envs", env_key("ort-cpu", "1.20.0"),
+    store.publish(staging, "envs", env_key("ort-cpu", "1.20.0", rec.requirements),
                   meta={"stack": "ort-cpu", "version": "1.20.0", "versions": {"onnxruntime": "1.20.0"}, "tool": "uv"})
     info = find_env(store, rec, "1.20.0")
     assert info is not None and info.versions == {"onnxruntime": "1.20.0"}
@@ -158,6 +164,23 @@ def test_cli_bad_release_specs_exit_2_in_one_line(tmp_path: Path) -> None:
         assert len(said(res.stderr)) == 1 and "Traceback" not in res.stderr
 
 
+def test_explain_and_fuzz_versions_bad_input_is_one_line(tmp_path: Path) -> None:
+    """--versions is checked before any work: it needs a bundle (explain -o, fuzz without
+    --no-reduce) and a target whose stack has releases; each mistake is one named line."""
+    model = _gelu(tmp_path / "gelu.onnx")
+    env = {"COMPSTACK_CACHE_DIR": str(tmp_path / "cache"), "COMPSTACK_DB": str(tmp_path / "r.sqlite")}
+    for args, says in ((("explain", str(model), "--targets", "ort-cpu", "--versions", "1.16.0..1.17.1"), "needs -o"),
+                       (("explain", str(model), "--targets", "xla-cpu", "-o", str(tmp_path / "b"), "--versions",
+                         "1.0.0..2.0.0"), "none of the targets has releases"),
+                       (("fuzz", "--targets", "ort-cpu", "--graphs", "1", "--no-reduce", "--versions", ".."),
+                        "not with --no-reduce")):
+        res = run_cli(*args, env=env)
+        assert res.returncode == 2, (args, res.stderr)
+        lines = said(res.stderr)
+        assert len(lines) == 1 and "--versions" in lines[0] and says in lines[0], (args, res.stderr)
+    assert not (tmp_path / "b").exists()
+
+
 # ---- slow: real releases from the registry ------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -200,3 +223,22 @@ def test_bisect_versions_finds_the_release_that_loads_opset_20(release_store: Pa
     assert doc["evaluations"] <= math.ceil(math.log2(len(doc["releases"]))) + 2
     assert doc["tried"]["1.16.0"] == "bad" and doc["tried"]["1.17.1"] == "good"
     assert doc["releases"][0] == "1.16.0" and doc["releases"][-1] == "1.17.1"
+
+
+@pytest.mark.slow
+def test_explain_versions_bisects_the_bundles_finding(release_store: Path, tmp_path: Path) -> None:
+    """explain --versions: the bundle of ort-cpu@1.16.3's failure on an opset-20 model gets
+    the release where it went away, in its ISSUE.md and in the report."""
+    model = _gelu(tmp_path / "gelu.onnx")
+    env = {"COMPSTACK_CACHE_DIR": str(release_store), "COMPSTACK_DB": str(tmp_path / "r.sqlite")}
+    bundle = tmp_path / "bug"
+    res = run_cli("explain", str(model), "--targets", "ort-cpu@1.16.3", "-o", str(bundle),
+                  "--versions", "1.16.0..1.17.1", "--json", env=env)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["found"] and doc["target"] == "ort-cpu@1.16.3"
+    v = doc["versions"]
+    assert (v["answer"], v["before"], v["after"], v["direction"]) == ("flip", "1.16.3", "1.17.0", "fix")
+    assert v["evaluations"] <= math.ceil(math.log2(len(v["releases"]))) + 2
+    issue = (bundle / "ISSUE.md").read_text(encoding="utf-8")
+    assert "## Releases" in issue and "1.17.0" in issue and v["issue"] == str(bundle / "ISSUE.md")

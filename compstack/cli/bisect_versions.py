@@ -19,7 +19,7 @@ import click
 from compstack.cli.common import load_source, parse_target_options
 from compstack.core.errors import UserError
 
-__all__ = ["bisect_versions"]
+__all__ = ["bisect_bundle", "bisect_versions", "version_ranges"]
 
 
 def _model_and_feeds(source: str, inputs: str | None, seed: int) -> tuple[Any, dict[str, Any], Path | None]:
@@ -54,6 +54,52 @@ def _releases(target: str, spec: str) -> tuple[str, list[str]]:
     except EnvError as exc:
         raise UserError(f"--target {target}: {exc}") from None
     return base, pick_range(listed, spec)
+
+
+def version_ranges(targets: list[str], spec: str, flag: str = "--versions") -> dict[str, list[str]]:
+    """``{stack target: its releases in spec}`` for each of ``targets`` that has releases
+    (``ort-cpu@1.20.0`` counts as ``ort-cpu``), read from the registry now so that a bad
+    range fails before any work (explain and fuzz ``--versions RANGE``).
+
+    Raises:
+        UserError: no target has a versioned form, the registry cannot be read, or
+            ``spec`` is not ``FIRST..LAST`` over listed releases.
+    """
+    from compstack.targets.releases import RELEASES
+
+    bases = list(dict.fromkeys(t.partition("@")[0] for t in targets if t.partition("@")[0] in RELEASES))
+    if not bases:
+        raise UserError(f"{flag} {spec}: none of the targets has releases to search "
+                        f"(versioned targets: {', '.join(RELEASES)})")
+    try:
+        return dict(_releases(b, spec) for b in bases)
+    except UserError as exc:
+        raise UserError(f"{flag} {spec}: {str(exc).removeprefix('--target ').replace(f'--range {spec}: ', '')}") \
+            from None
+
+
+def bisect_bundle(folder: Path, target: str, releases: list[str], *, options: dict[str, str] | None = None,
+                  timeout_s: float = 300.0, say: Any = None) -> dict[str, Any]:
+    """Bisect the finding of the explain/fuzz bundle ``folder`` over ``releases`` of
+    ``target``'s stack (:func:`compstack.explain.versions.bisect_versions`, ``options``:
+    the user's ``--option`` values of that target) and add the answer to its ``ISSUE.md``;
+    the answer as JSON (``summary``, ``answer``, ``issue``...).
+
+    Raises:
+        UserError: the bundle cannot be read or its ISSUE.md written.
+    """
+    from compstack.explain.versions import bisect_versions as run_bisect
+    from compstack.explain.versions import write_issue
+
+    proto, feeds, _ = _model_and_feeds(str(folder), None, 0)
+    result = run_bisect(proto, feeds, target.partition("@")[0], releases, options=options, timeout_s=timeout_s,
+                        on_progress=say)
+    doc = result.to_dict()
+    try:
+        doc["issue"] = str(write_issue(folder, result))
+    except OSError as exc:
+        raise UserError(f"{folder}/ISSUE.md: cannot write ({exc.strerror or exc})") from None
+    return doc
 
 
 @click.command("bisect-versions", short_help="The release where a finding appears or goes away.")

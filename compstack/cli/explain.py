@@ -80,13 +80,17 @@ def _print(report: dict[str, Any]) -> None:
         bundle = report["bundle"]
         con.print(f"bundle: {escape(bundle['folder'])} ({len(bundle['files'])} files; "
                   f"repros: {', '.join(f'{k}: {v}' for k, v in bundle['repros'].items())})")
+    if report.get("versions"):  # --versions: bisect-versions on the bundle
+        con.print(f"releases: {escape(report['versions']['summary'])}")
     con.print(f"{report['compiles']} compiles in {report['seconds']:.1f} s")
 
 
 def explain_command(source_loader: Callable[[], Any], targets: list[str], flags: ExplainFlags, model: ModelFlags,
                     target_options: dict[str, dict[str, str]], steps: str = "all", out_dir: str | None = None,
-                    reduced_out: str | None = None) -> int:
+                    reduced_out: str | None = None, versions: dict[str, list[str]] | None = None) -> int:
     """Run explain (or its bisect/reduce step) and print or return JSON; the exit status.
+    ``versions``: ``--versions RANGE`` (:func:`compstack.cli.bisect_versions.version_ranges`),
+    the releases over which the bundle's finding is bisected, its answer in ISSUE.md.
 
     Exit status: 0 when the property was found and explained (or nothing differs), 1
     when the property does not hold on the whole model (nothing to reduce), 2 on bad input.
@@ -101,6 +105,15 @@ def explain_command(source_loader: Callable[[], Any], targets: list[str], flags:
                            timeout_s=flags.timeout, rtol=flags.rtol, atol=flags.atol, feeds=feeds,
                            on_progress=None if quiet else (lambda s: click.echo(s, err=True)))
     reduced = report.pop("reduced", None)
+    if versions and report.get("found") and report.get("bundle"):
+        from compstack.cli.bisect_versions import bisect_bundle
+
+        base = report["target"].partition("@")[0]
+        report["versions"] = (bisect_bundle(Path(report["bundle"]["folder"]), base, versions[base],
+                                            options=target_options.get(report["target"], {}), timeout_s=flags.timeout,
+                                            say=None if quiet else (lambda s: click.echo(s, err=True)))
+                              if base in versions else {"answer": "not searched",
+                                                        "summary": f"{report['target']}: no releases to search"})
     if reduced_out and reduced is not None:
         import onnx
 
@@ -141,7 +154,7 @@ def replay_command(folder: str, as_json: bool, timeout: float, trust_flags: bool
 
 
 def _explain_run(model: str | None, flags: ExplainFlags, model_flags: ModelFlags, steps: str,
-                 out_dir: str | None = None, reduced_out: str | None = None) -> int:
+                 out_dir: str | None = None, reduced_out: str | None = None, versions: str | None = None) -> int:
     from compstack import api
 
     if not model:
@@ -156,6 +169,13 @@ def _explain_run(model: str | None, flags: ExplainFlags, model_flags: ModelFlags
         parse_keep(flags.keep, targets)
     topts = parse_target_options(model_flags.target_opts)
     api.validate_target_options(topts)
+    ranges = None
+    if versions is not None:
+        if not out_dir:
+            raise UserError(f"--versions {versions}: needs -o DIR (the bundle whose finding is bisected)")
+        from compstack.cli.bisect_versions import version_ranges
+
+        ranges = version_ranges(targets, versions)
     if out_dir:
         from compstack.explain.bundle import check_bundle_dir
 
@@ -164,7 +184,7 @@ def _explain_run(model: str | None, flags: ExplainFlags, model_flags: ModelFlags
     if reduced_out:
         check_writable_file(reduced_out, "-o")
     return explain_command(lambda: load_source(model, model_flags.cache_dir), targets, flags, model_flags, topts,
-                           steps, out_dir, reduced_out)
+                           steps, out_dir, reduced_out, ranges)
 
 
 @click.command(short_help="Why a target disagrees: verdict, first divergent node, reduced model, whose fault, bundle.")
@@ -177,9 +197,12 @@ def _explain_run(model: str | None, flags: ExplainFlags, model_flags: ModelFlags
 @click.option("--trust-bundle-flags", is_flag=True,
               help="With --replay: also apply the bundle's flags that its stacks' replay allowlists refuse "
                    "(they may name programs or libraries to run).")
+@click.option("--versions", "versions", metavar="FIRST..LAST",
+              help="With -o: bisect the finding over the explained stack's releases in this range "
+                   "(bisect-versions); the answer goes into ISSUE.md.")
 @model_options
 def explain(model: str | None, explain_flags: ExplainFlags, out_dir: str | None, replay_dir: str | None,
-            trust_bundle_flags: bool, model_flags: ModelFlags) -> None:
+            trust_bundle_flags: bool, versions: str | None, model_flags: ModelFlags) -> None:
     """Explain why the targets disagree with the float64 reference (or each other) on MODEL:
     verdict with the float32 noise floor, the first divergent node (bisecting graph
     prefixes), a delta-debugged reduced model, the culprit (compstack's translation, the
@@ -194,12 +217,13 @@ def explain(model: str | None, explain_flags: ExplainFlags, out_dir: str | None,
         compstack explain model.onnx --targets iree-llvm-cpu
         compstack explain zoo:bert --targets tvm-llvm --inputs in.npz -o bug/
         compstack explain --replay bug/
+        compstack explain model.onnx --targets ort-cpu@1.16.3 -o bug/ --versions 1.16.0..1.17.1
     """
     if replay_dir:
         if model:
             raise UserError("--replay takes the bundle folder only, not MODEL")
         sys.exit(replay_command(replay_dir, explain_flags.as_json, explain_flags.timeout, trust_bundle_flags))
-    sys.exit(_explain_run(model, explain_flags, model_flags, "all", out_dir=out_dir))
+    sys.exit(_explain_run(model, explain_flags, model_flags, "all", out_dir=out_dir, versions=versions))
 
 
 @click.command(short_help="Delta-debug MODEL down to the nodes that keep a target's disagreement.")

@@ -37,9 +37,13 @@ def parse_dtypes(text: str | None) -> list[str]:
     return names
 
 
-def fuzz_command(opts: Any, db: Path, update_known: bool = False, as_json: bool = False) -> int:
+def fuzz_command(opts: Any, db: Path, update_known: bool = False, as_json: bool = False,
+                 versions: dict[str, list[str]] | None = None) -> int:
     """Run the campaign, print progress and the record; exit status 0 (1 when a new,
-    not known, finding of kind other than undefined was made)."""
+    not known, finding of kind other than undefined was made). ``versions``: ``--versions
+    RANGE`` (:func:`compstack.cli.bisect_versions.version_ranges`): each bundled finding of
+    a stack with releases is bisected over them, the answer in its ISSUE.md and in the
+    finding's ``versions``."""
     from rich.console import Console
 
     from compstack.core.sanitize import rich_text as escape  # model-sourced text: inert
@@ -53,6 +57,8 @@ def fuzz_command(opts: Any, db: Path, update_known: bool = False, as_json: bool 
     finally:
         store.close()
     record["db"] = str(db)
+    if versions and not record.get("interrupted"):
+        _bisect_findings(record, versions, opts.timeout_s, None if as_json else (lambda s: con.print(escape(s))))
     if opts.out_dir:
         Path(opts.out_dir).mkdir(parents=True, exist_ok=True)
         (Path(opts.out_dir) / "campaign.json").write_text(json.dumps(record, indent=1, default=str))
@@ -69,6 +75,24 @@ def fuzz_command(opts: Any, db: Path, update_known: bool = False, as_json: bool 
     if record["findings"] and not opts.out_dir:
         con.print(f"bundles: {record['out_dir']} (give -o DIR to choose the folder)")
     return 1 if any(not f["known"] and f["label"] != "undefined" for f in record["findings"]) else 0
+
+
+def _bisect_findings(record: dict[str, Any], versions: dict[str, list[str]], timeout_s: float, say: Any) -> None:
+    """``fuzz --versions``: bisect-versions on each finding's bundle whose stack has releases."""
+    from compstack.cli.bisect_versions import bisect_bundle
+
+    for f in record["findings"]:
+        base = f["target"].partition("@")[0]
+        if not f.get("bundle") or base not in versions:
+            continue
+        if say:
+            say(f"finding {f['number']:04d}: bisecting {base} over {len(versions[base])} release(s)")
+        try:
+            f["versions"] = bisect_bundle(Path(f["bundle"]), base, versions[base], timeout_s=timeout_s, say=say)
+        except UserError as exc:  # an unreadable bundle is that finding's answer; the others go on
+            f["versions"] = {"answer": "error", "summary": str(exc)}
+        if say:
+            say(f"finding {f['number']:04d}: {f['versions']['summary']}")
 
 
 def _update_known(record: dict[str, Any]) -> None:
@@ -199,12 +223,14 @@ def replay_command(folder: str, timeout_s: float, as_json: bool, trust_flags: bo
 @click.option("--trust-bundle-flags", is_flag=True,
               help="With --replay: also apply bundle flags the stacks' replay allowlists refuse.")
 @click.option("--update-known", is_flag=True, help="Add this campaign's findings to compstack/fuzz/known/.")
+@click.option("--versions", "versions", metavar="FIRST..LAST", help="Bisect each bundled finding over its stack's "
+              "releases in this range (bisect-versions); the answer goes into its ISSUE.md.")
 @db_option()
 @json_option("Print the record as JSON on stdout, nothing else.")
 def fuzz(targets_spec: str, budget: str, max_graphs: int | None, seed: int, ops: str | None, max_nodes: int,
          dtypes: str | None, allow_ub: bool, no_reduce: bool, equivalence: float, timeout: float, executor: str,
          n_jobs: int | None, ray_address: str | None, symbolic_shapes: float, out_dir: str | None, report_dir: str | None, replay_dir: str | None, trust_bundle_flags: bool,
-         update_known: bool, db: str | None, as_json: bool) -> None:
+         update_known: bool, versions: str | None, db: str | None, as_json: bool) -> None:
     """Generate valid-by-construction ONNX graphs over the op specs, run them on every
     target against the float64 reference (noise floor), check crashes per stage and
     equivalent rewrites, dedup findings by signature, reduce and bundle each unique one.
@@ -245,4 +271,16 @@ def fuzz(targets_spec: str, budget: str, max_graphs: int | None, seed: int, ops:
                            parallel=(n_jobs or os.cpu_count() or 1) if executor != "ray" else 1)
     if opts.out_dir:
         probe_dir(opts.out_dir, f"-o {opts.out_dir}: folder not writable")
-    sys.exit(fuzz_command(opts, config.settings(db=db).db, update_known, as_json))
+    sys.exit(fuzz_command(opts, config.settings(db=db).db, update_known, as_json,
+                          _ranges(versions, no_reduce, opts.targets)))
+
+
+def _ranges(versions: str | None, no_reduce: bool, targets: list[str]) -> dict[str, list[str]] | None:
+    """``--versions RANGE``: each versioned target's releases in it (None: no flag); bad ones exit 2."""
+    if versions is None:
+        return None
+    if no_reduce:
+        raise UserError(f"--versions {versions}: not with --no-reduce (the findings get no bundle to bisect)")
+    from compstack.cli.bisect_versions import version_ranges
+
+    return version_ranges(targets, versions)

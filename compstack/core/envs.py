@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from compstack.core.errors import CompstackError
 from compstack.core.procs import python_module_argv
@@ -110,9 +110,14 @@ def split_spec(spec: str) -> tuple[str, str]:
     return name, version
 
 
-def env_key(stack: str, version: str) -> str:
-    """The store key of an env: ``<stack>-<version>-py<major><minor>`` (this Python)."""
-    return f"{stack}-{version}-py{sys.version_info[0]}{sys.version_info[1]}"
+def env_key(stack: str, version: str, requirements: Sequence[str] = ()) -> str:
+    """The store key of an env: ``<stack>-<version>-py<major><minor>`` (this Python), and,
+    given the recipe's ``requirements``, ``-<8 hex digits of their SHA-256>``: an env built
+    from other pins (a recipe fixed in a later compstack) is another entry, never reused."""
+    key = f"{stack}-{version}-py{sys.version_info[0]}{sys.version_info[1]}"
+    if requirements:
+        key += "-" + hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:8]
+    return key
 
 
 @lru_cache(maxsize=1)
@@ -204,8 +209,13 @@ def _install(folder: Path, requirements: tuple[str, ...]) -> str:
     return "pip"
 
 
-_PROBE = ("import importlib, json, sys\nout = {}\nfor name, mod in json.loads(sys.argv[1]).items():\n"
-          "    m = importlib.import_module(mod)\n    out[name] = str(getattr(m, '__version__', ''))\n"
+#: Imports each module inside the env and reads its version: ``__version__``, else
+#: ``VERSION`` (IREE's ``iree.compiler.version``/``iree.runtime.version`` have no
+#: ``__version__``), else the distribution's metadata.
+_PROBE = ("import importlib, importlib.metadata as md, json, sys\nout = {}\n"
+          "for name, mod in json.loads(sys.argv[1]).items():\n"
+          "    m = importlib.import_module(mod)\n"
+          "    out[name] = str(getattr(m, '__version__', '') or getattr(m, 'VERSION', '') or md.version(name))\n"
           "print(json.dumps(out))\n")
 
 
@@ -228,7 +238,7 @@ _VERIFIED: dict[str, EnvInfo] = {}
 def find_env(store: Store, recipe: Recipe, version: str) -> EnvInfo | None:
     """The provisioned env of ``recipe`` at ``version``, verified against its manifest
     (once per process), or None (a corrupt one is deleted)."""
-    k = env_key(recipe.stack, version)
+    k = env_key(recipe.stack, version, recipe.requirements)
     folder = store.entry("envs", k)
     hit = _VERIFIED.get(str(folder))
     if hit is not None and (folder / "meta.json").is_file():
@@ -254,7 +264,7 @@ def ensure_env(store: Store, recipe: Recipe, version: str) -> EnvInfo:
     found = find_env(store, recipe, version)
     if found is not None:
         return found
-    k = env_key(recipe.stack, version)
+    k = env_key(recipe.stack, version, recipe.requirements)
     base = store.kind_dir("envs")
     base.mkdir(parents=True, exist_ok=True)
     with open(base / f".lock-{k}", "w") as lock:

@@ -29,7 +29,10 @@ class Release:
     Attributes:
         package: the distribution whose releases the registry lists.
         module: its import name (the version is read from ``module.__version__``).
-        also: further distributions pinned to the same version (IREE's runtime).
+        also: further distributions of the same release (IREE's runtime): the newest of
+            the same ``MAJOR.MINOR`` not newer than the stack's release (the registry has
+            ``iree-base-compiler`` 3.7.1 but no runtime 3.7.1: it gets runtime 3.7.0); a
+            pre-release is pinned exactly.
         numpy1_upto: the newest release that needs ``numpy<2`` ("" when none does).
     """
 
@@ -37,6 +40,16 @@ class Release:
     module: str
     also: tuple[tuple[str, str], ...] = ()
     numpy1_upto: str = ""
+    pins: tuple[tuple[str, str], ...] = ()
+
+    def pin(self, version: str) -> tuple[str, ...]:
+        """The extra requirement of :attr:`pins` for ``version``: the first
+        ``(newest release it applies to, requirement)`` whose bound is at least
+        ``version`` ("" bound: any release); empty when none applies."""
+        for upto, req in self.pins:
+            if not upto or version_tuple(version) <= version_tuple(upto):
+                return (req,)
+        return ()
 
 
 #: Target name -> its release recipe.
@@ -44,7 +57,12 @@ RELEASES: dict[str, Release] = {
     "ort-cpu": Release("onnxruntime", "onnxruntime", numpy1_upto="1.18.1"),
     "iree-llvm-cpu": Release("iree-base-compiler", "iree.compiler.version",
                              also=(("iree-base-runtime", "iree.runtime.version"),)),
-    "tvm-llvm": Release("apache-tvm", "tvm"),
+    # apache-tvm declares no apache-tvm-ffi pin, and the newest ffi breaks older releases:
+    # 0.25.x loads only with ffi 0.1.11-0.1.12 (0.1.13+: undefined symbol tvm::ffi::json::Stringify,
+    # 0.1.10-: load_lib_ctypes mismatch); 0.26+ get the parent's pin, 0.1.14.post0, under which
+    # MetaSchedule's save_json works (0.1.15.post2 segfaults there). Checked here by importing each.
+    "tvm-llvm": Release("apache-tvm", "tvm", pins=(("0.25.0.post1", "apache-tvm-ffi==0.1.12"),
+                                                   ("", "apache-tvm-ffi==0.1.14.post0"))),
     "openvino-cpu": Release("openvino", "openvino"),
 }
 
@@ -52,9 +70,11 @@ RELEASES: dict[str, Release] = {
 #: oldest first) and what breaks before it; shown by ``compstack versions``.
 SUPPORTED: dict[str, str] = {
     "ort-cpu": "checked 1.15.0 .. 1.32.0 (every release the registry serves for Python 3.11)",
-    "iree-llvm-cpu": "not checked yet: envs build, the adapter is only known to work with 3.13.0",
-    "tvm-llvm": "not checked yet: the adapter is only known to work with 0.27.0",
-    "openvino-cpu": "not checked yet: the adapter is only known to work with the parent's release",
+    "iree-llvm-cpu": "checked 2.9.0 .. 3.13.0 (every release the registry serves; 3.7.1 runs with runtime 3.7.0, "
+                     "the registry has no runtime 3.7.1)",
+    "tvm-llvm": "checked 0.26.0 .. 0.27.0.post1; 0.25.x imports only with apache-tvm-ffi 0.1.12 and its worker "
+                "then segfaults in TVMFFIObjectDecRef: not supported",
+    "openvino-cpu": "checked 2025.4.0 .. 2026.4.1 (the last 10 releases)",
 }
 
 
@@ -85,6 +105,15 @@ def recipe(target: str, version: str) -> Recipe:
     """
     rel = RELEASES[target]
     numpy = "numpy<2" if rel.numpy1_upto and version_tuple(version) <= version_tuple(rel.numpy1_upto) else "numpy"
-    reqs = (f"{rel.package}=={version}", *(f"{p}=={version}" for p, _ in rel.also), numpy, *_COMMON)
+    reqs = (f"{rel.package}=={version}", *(_companion(p, version) for p, _ in rel.also), numpy, *rel.pin(version),
+            *_COMMON)
     return Recipe(stack=target, package=rel.package, module=rel.module, requirements=reqs,
                   extra_modules={p: m for p, m in rel.also})
+
+
+def _companion(package: str, version: str) -> str:
+    """The requirement of a companion distribution of release ``version`` (see :attr:`Release.also`)."""
+    parts = version.split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts):
+        return f"{package}=={version}"
+    return f"{package}>={parts[0]}.{parts[1]}.0,<={version}"

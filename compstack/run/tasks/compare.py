@@ -239,6 +239,8 @@ def _record_tuning(outcome: JobOutcome, compiled: Any) -> None:
     the compile time, in ``flags["tuning"]``."""
     tuning = getattr(compiled, "tuning", None)
     if tuning:
+        tuning = dict(tuning)
+        outcome.flags.update(tuning.pop("row_flags", {}))  # what the search changed in the row's own flags
         outcome.flags["tuning"] = {**outcome.flags.get("tuning", {}), **tuning, "tune_s": compiled.tune_s}
         if "records" in tuning:  # tuning that produced no records applied nothing
             outcome.flags["tuned"] = tuning["records"] > 0

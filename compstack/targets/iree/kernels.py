@@ -165,7 +165,7 @@ def _phases(compiled: Any) -> tuple[str, str]:
     scratch = lowered.scratch
     dump = scratch.path / "phases"
     argv: list[Any] = [tools.find_tool("iree-compile"), scratch.path / "input.mlir", *compiled.target.compile_flags(),
-                       "--compile-from=input", "--compile-to=flow", "--mlir-print-debuginfo",
+                       *getattr(lowered, "kept_flags", ()), "--compile-from=input", "--compile-to=flow", "--mlir-print-debuginfo",
                        f"--dump-compilation-phases-to={dump}", "-o", scratch.path / "flow-kernels.mlir"]
     tools.run_tool(argv, timeout=compiled.target.options.compile_timeout_s, temps=scratch)
     dc = next(dump.glob("*dispatch-creation.mlir"))

@@ -75,6 +75,8 @@ class _IreeLowered(Lowered):
                  function: str | None) -> None:
         self.scratch = scratch
         self.function = function
+        #: The flag search's kept flags (``tune=DURATION``), added to every later ``iree-compile``.
+        self.kept_flags: tuple[str, ...] = ()
         stages: dict[str, str | Callable[[], str]] = {
             "torch-onnx": lambda: _display((scratch.path / "model.mlir").read_text()),
             "input": lambda: _display((scratch.path / "input.mlir").read_text()),
@@ -100,7 +102,8 @@ class _IreeLowered(Lowered):
             UnsupportedError: an ``onnx.*`` op has no conversion in IREE.
             ToolError: any other ``iree-compile`` failure (ToolTimeoutError past the limit).
         """
-        argv: list[Any] = [tools.find_tool("iree-compile"), start, *self.target.compile_flags(), *flags]
+        argv: list[Any] = [tools.find_tool("iree-compile"), start, *self.target.compile_flags(), *self.kept_flags,
+                           *flags]
         if start.name != "model.mlir":
             argv.append("--compile-from=input")
         if phase is not None:
@@ -126,7 +129,8 @@ class _IreeLowered(Lowered):
         name, not per run.
         """
         argv: list[Any] = [tools.find_tool("iree-compile"), self.scratch.path / "input.mlir",
-                           *self.target.compile_flags(), "--compile-from=input", "--mlir-print-ir-after-all",
+                           *self.target.compile_flags(), *self.kept_flags, "--compile-from=input",
+                           "--mlir-print-ir-after-all",
                            "--mlir-disable-threading", "--mlir-timing", "--mlir-timing-display=list"]
         if mode == "changed":
             argv.append("--mlir-print-ir-after-change")

@@ -12,7 +12,7 @@ tuned row is never slower than the default by more than the timing noise.
 Each candidate is timed on inputs made from the model's declared shapes (floats uniform in
 [-1, 1), integers and booleans zero: a valid index for every Gather), two warm-up runs,
 then runs until :data:`MIN_TIME_S` and :data:`MIN_RUNS` are both reached; the median is
-compared. A candidate that fails to compile is recorded with its error and skipped; when
+compared. A candidate that fails to compile or to run is recorded with its error and skipped; when
 the budget is spent the remaining candidates are recorded as not tried. The row's
 ``flags["tuning"]`` lists every candidate (flags, compile seconds, median, runs), the kept
 one, and the tuning curve (best median against candidates tried).
@@ -73,6 +73,7 @@ def search(lowered: _IreeLowered, budget_s: float) -> tuple[_IreeCompiled, dict[
     inputs = _timing_inputs(lowered.model)
     tried: list[dict[str, Any]] = []
     best: tuple[float, _IreeCompiled, float] | None = None
+    untimed: tuple[_IreeCompiled, float] | None = None  # the first that compiled but could not be timed
     first_error: Exception | None = None
     for i, (name, flags) in enumerate(CANDIDATES):
         entry: dict[str, Any] = {"name": name, "flags": list(flags)}
@@ -90,15 +91,33 @@ def search(lowered: _IreeLowered, budget_s: float) -> tuple[_IreeCompiled, dict[
             entry.update(status="failed to compile", error=(str(exc).strip().splitlines() or [""])[0][:300])
             continue
         compile_s = time.perf_counter() - c0
-        median_s, runs = _time(compiled, inputs)
+        try:
+            median_s, runs = _time(compiled, inputs)
+        except Exception as exc:  # noqa: BLE001 - a candidate that cannot run is skipped, as one that cannot compile
+            first_error = first_error or exc
+            untimed = untimed or (compiled, compile_s)
+            entry.update(status="failed to run", compile_s=round(compile_s, 3),
+                         error=f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}")
+            continue
         entry.update(status="ok", compile_s=round(compile_s, 3), median_ms=round(median_s * 1e3, 6), runs=runs)
         if best is None or median_s < best[0]:
             best = (median_s, compiled, compile_s)
+    if best is None and untimed is not None:  # nothing could be timed here: keep the first that compiled
+        first = next(e for e in tried if "compile_s" in e)
+        lowered.kept_flags = tuple(first["flags"])
+        why = f"not searched: no candidate could be timed on generated inputs ({first_error}); kept {first['name']}"
+        built = [*lowered.target.compile_flags(), *first["flags"]]
+        return (untimed[0], {"tuner": "flag search", "budget_s": budget_s, "candidates": tried,
+                             "kept": first["name"], "kept_flags": first["flags"], "iree-compile": built,
+                             "row_flags": {"iree-compile": built}, "trials": 0, "summary": why,
+                             "curve": {"points": [], "tasks_left_out": 0, "method": why}},
+                max(0.0, time.perf_counter() - t0 - untimed[1]))
     if best is None:
         assert first_error is not None
         raise first_error
     median_s, compiled, kept_compile_s = best
     kept = next(e for e in tried if e.get("median_ms") == round(median_s * 1e3, 6))
+    lowered.kept_flags = tuple(kept["flags"])  # stage dumps, pass lists and kernels compile as the artifact was
     points, so_far = [], float("inf")
     for n, e in enumerate(tried, 1):
         if "median_ms" in e:
@@ -111,6 +130,7 @@ def search(lowered: _IreeLowered, budget_s: float) -> tuple[_IreeCompiled, dict[
     record = {"tuner": "flag search (compile each flag set, time it, keep the fastest)", "budget_s": budget_s,
               "candidates": tried, "kept": kept["name"], "kept_flags": kept["flags"],
               "iree-compile": [*lowered.target.compile_flags(), *kept["flags"]],  # what built the artifact
+              "row_flags": {"iree-compile": [*lowered.target.compile_flags(), *kept["flags"]]},
               "trials": sum("median_ms" in e for e in tried), "summary": summary,
               "curve": {"points": points, "tasks_left_out": 0,
                         "method": "measured median of each candidate flag set (its own timing runs); best so far"}}

@@ -75,8 +75,9 @@ def test_tvm_tuning_budget_gives_a_tuned_row_then_reuses_its_records(isolated_en
     used = [t for t in tuning["per_task"] if t["best_us"] is not None]
     assert pts[-1]["trials"] == sum(t["trials"] for t in used) <= tuning["records"]
     assert pts[-1]["est_ms"] == pytest.approx(sum(t["weight"] * t["best_us"] for t in used) / 1e3, rel=1e-4)
-    assert len(tuning["per_task"]) == tuning["tasks_tuned"] + sum("budget was spent" not in u["why"]
-                                                                  for u in tuning["untuned"])
+    # every task is listed; those the budget never reached have no trial and are left out of the curve
+    assert len(tuning["per_task"]) == tuning["tasks_tuned"] + len(tuning["untuned"])
+    assert tuning["curve"]["tasks_left_out"] == len(tuning["per_task"]) - len(used)
     shutil.rmtree(isolated_env / "cache" / "artifacts")  # force a compile: the records must be reused
     second = _row(run_cli(*args), "tvm-llvm")
     assert second["status"] == "ok" and second["flags"]["tuning"]["reused_records"] is True
@@ -301,3 +302,28 @@ def test_default_runs_are_the_stacks_as_they_come() -> None:
     options, _ = tuned_target_options(["tvm-llvm"], user, 20.0)
     assert options["tvm-llvm"]["tune"] == "1m"
     assert default_runs(["tvm-llvm"], user, options) == {"tvm-llvm": {"opt_level": "3"}}
+    # a value the user gave that is not a search is in both runs: no default run that drops it
+    # (ORT's tuned is its default: with the user's opt_level both runs would be the same)
+    user = {"ort-cpu": {"opt_level": "disable"}, "inductor-cpu": {"mode": "max-autotune"}}
+    options, _ = tuned_target_options(["ort-cpu", "inductor-cpu"], user, 20.0)
+    assert default_runs(["ort-cpu", "inductor-cpu"], user, options) == {"inductor-cpu": {}}
+
+
+def test_a_tuned_row_without_a_default_says_why_and_a_wrong_one_gets_no_speedup() -> None:
+    from compstack.core.results import Result
+    from compstack.run.session import CompareOptions
+    from compstack.run.tuned import attach_default, tuned_target_options
+
+    options, meaning = tuned_target_options(["tvm-llvm", "ort-cpu"], {}, 20.0)
+    sweep = CompareOptions(targets=["tvm-llvm", "ort-cpu"], target_options=options, tuned=meaning)  # a sweep --tuned
+    tvm = attach_default(Result(target="tvm-llvm", status="ok"), None, sweep)
+    ort = attach_default(Result(target="ort-cpu", status="ok"), None, sweep)
+    assert tvm.flags["no_default"].startswith("no default run here (sweep --tuned")
+    assert ort.flags["no_default"].startswith("this stack's tuned configuration is its default one")
+    lat = {"median": 2.0, "ci95": [1.9, 2.1]}
+    wrong = attach_default(Result(target="tvm-llvm", status="mismatch", latency_ms={"median": 1.0, "ci95": [0.9, 1.1]}),
+                           Result(target="tvm-llvm", status="ok", latency_ms=lat), sweep)
+    assert "tuned_speedup" not in wrong.flags and wrong.flags["default"]["status"] == "ok"
+    right = attach_default(Result(target="tvm-llvm", status="ok", latency_ms={"median": 1.0, "ci95": [0.9, 1.1]}),
+                           Result(target="tvm-llvm", status="ok", latency_ms=lat), sweep)
+    assert right.flags["tuned_speedup"] == {"ratio": 2.0, "significant": True}

@@ -88,7 +88,7 @@ def curve(tasks: Sequence[TaskTrials], points: int = POINTS) -> dict[str, Any]:
         bests = [t.best(c) for t, c in zip(used, counts)]
         if used and all(b is not None for b in bests):
             total = sum(t.weight * b for t, b in zip(used, bests) if b is not None)
-            pt = {"trials": sum(counts), "est_ms": round(total / 1e3, 6)}
+            pt = {"trials": sum(counts), "est_ms": float(f"{total / 1e3:.6g}")}  # 6 significant digits
             if not pts or pt["trials"] > pts[-1]["trials"]:
                 pts.append(pt)
     return {"points": pts, "tasks_left_out": len(tasks) - len(used),

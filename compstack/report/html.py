@@ -219,7 +219,8 @@ def _tuning(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         default = flags.get("default") or {}
         points = [(int(p["trials"]), float(p["est_ms"])) for p in (tuning.get("curve") or {}).get("points", [])]
         as_ = str(flags.get("tuned_as", ""))
-        why = ("" if default else "no default run: tuned by --option (compare without it)" if not as_ else
+        why = ("" if default else str(flags["no_default"]) if flags.get("no_default") else
+               "no default run: tuned by --option (compare without it)" if not as_ else
                "ran once: nothing to tune" if as_.startswith("nothing to tune") else "ran once: tuned is its default")
         out.append({"target": r["target"], "tuned_as": as_, "status": r["status"], "no_default": why,
                     "median": (r["latency"] or {}).get("median"), "compile_s": r["compile_s"],

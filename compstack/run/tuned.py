@@ -26,6 +26,8 @@ __all__ = ["DEFAULT_BUDGET", "attach_default", "default_runs", "mark_tuned", "tu
 
 #: ``--budget`` when ``--tuned`` is given alone: a tuning budget per model and stack.
 DEFAULT_BUDGET = "5m"
+#: Row statuses whose latency stands for the model (outputs agree with the reference).
+_AGREE = ("ok", "imprecise")
 
 
 def tuned_target_options(targets: Sequence[str], user: Mapping[str, Mapping[str, str]],
@@ -85,10 +87,11 @@ def default_runs(targets: Sequence[str], user: Mapping[str, Mapping[str, str]],
 
     Returns:
         ``{target: options}`` for each target whose tuned options, parsed by its
-        ``Options`` class, differ from its default ones: the user's options less the
-        tuning keys (those the target's ``tuned_as`` sets, and TVM's ``tune_trials``), so
-        that ``--option tvm-llvm:tune=1m --tuned`` still gets an untuned default run. A
-        stack whose tuned configuration is its default has no entry.
+        ``Options`` class, differ from its default ones: the user's options less the ones
+        that ask for a search (``tune``, ``tune_trials``, an autotune ``mode``), so that
+        ``--option tvm-llvm:tune=1m --tuned`` still gets an untuned default run, while any
+        other value the user gave (``ort-cpu:opt_level=disable``) is in both runs. A stack
+        whose tuned configuration is its default has no entry.
 
     Raises:
         UserError: an unknown target or a bad option (see ``Options.from_strings``).
@@ -98,8 +101,8 @@ def default_runs(targets: Sequence[str], user: Mapping[str, Mapping[str, str]],
     out: dict[str, dict[str, str]] = {}
     for name in targets:
         cls = registry.get(name)
-        drop = set(cls.tuned_as[0]) | {"tune_trials"}  # tuning keys: a default run has none
-        mine = {k: v for k, v in user.get(name, {}).items() if k not in drop}
+        mine = {k: v for k, v in user.get(name, {}).items()
+                if k not in ("tune", "tune_trials") and not (k == "mode" and "autotune" in v)}
         theirs = dict(tuned.get(name, {}))
         if theirs and cls.Options.from_strings(theirs, owner=name) != cls.Options.from_strings(mine, owner=name):
             out[name] = mine
@@ -133,25 +136,33 @@ def attach_default(tuned: Any, default: Any, options: Any) -> Any:
     error, compile_s, cached, latency_ms), ``flags["tuned_speedup"]`` (``ratio``: default
     median over tuned median, > 1 when tuning paid; ``significant``: the medians' 95 %
     intervals do not overlap, :func:`compstack.core.latency.medians_differ`) and one note.
-    A tuned target without a default run (``options.defaults``) gets a note that its tuned
-    configuration is its default one."""
+    A tuned target without a default run (not in ``options.defaults``) gets
+    ``flags["no_default"]`` and a note: its tuned configuration is its default one, or
+    (``sweep --tuned``, which runs no defaults) it has a default that was not run."""
     from compstack.core.latency import medians_differ
 
     if default is None:
-        if tuned.target not in options.defaults and not options.tuned.get(tuned.target, "nothing").startswith("nothing"):
-            tuned.notes.append("--tuned: this stack's tuned configuration is its default one; it ran once")
+        name = tuned.target
+        if name in options.defaults or options.tuned.get(name, "nothing").startswith("nothing"):
+            return tuned
+        opts = {k: str(v) for k, v in options.target_options.get(name, {}).items()}
+        why = ("no default run here (sweep --tuned runs the tuned configuration only)"
+               if default_runs([name], {name: opts}, {name: opts}) else
+               "this stack's tuned configuration is its default one; it ran once")
+        tuned.flags = {**tuned.flags, "no_default": why}
+        tuned.notes.append(f"--tuned: {why}")
         return tuned
     tuned.flags = {**tuned.flags, "default": {
         "status": default.status, "stage": default.stage, "error": default.error, "compile_s": default.compile_s,
         "cached": default.cached, "latency_ms": default.latency_ms}}
     a, b = default.latency_ms or {}, tuned.latency_ms or {}
-    if a.get("median") and b.get("median") and default.status == "ok":
+    if a.get("median") and b.get("median") and default.status in _AGREE and tuned.status in _AGREE:
         ratio, sig = a["median"] / b["median"], medians_differ(a, b)
         tuned.flags["tuned_speedup"] = {"ratio": ratio, "significant": sig}
         word = {True: "significant", False: "within noise", None: "no interval"}[sig]
         tuned.notes.append(f"--tuned: default {a['median']:.4g} ms, tuned {b['median']:.4g} ms: "
                            f"x{ratio:.2f} ({word})")
-    elif default.status != "ok":
+    elif default.status not in _AGREE:
         tuned.notes.append(f"--tuned: the default run was {default.status}"
                            + (f" at {default.stage}: {default.error}" if default.stage else ""))
     return tuned

@@ -276,6 +276,7 @@ def _tune_tasks(mod: Any, tvm_target: Any, folder: Path, trials: int, budget_s: 
                 if left <= 0:
                     untuned.append({"task": name, "why": "the budget was spent before its turn (TVM's default "
                                                          "schedule; tasks go heaviest first)"})
+                    trials_of.append(TaskTrials(name, weight, []))  # no trial: counted in the curve's tasks_left_out
                     continue
                 # an equal share of what is left; its first round always runs
                 per_iter, scheduler = BUDGET_TRIALS_PER_ITER, _Deadline(time.monotonic() + left / (len(order) - i))

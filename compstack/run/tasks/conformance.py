@@ -179,8 +179,9 @@ def run_case(case: Case, target: Any, cache: Any, versions: dict[str, str],
             return _result(case.name, stage, "unsupported", "inputs do not match the graph's", t0)
         key = cache_key(hash_bytes(case.model), target.name, target.options.to_dict(), versions) if cache else ""
         known = _known_failure(cache, target, key)
-        if known is not None:
-            return _result(case.name, known["stage"], known["status"], known["error"], t0)
+        if known is not None:  # with the frames it raised from, so a warm run blames whom the cold one did
+            return {**_result(case.name, known["stage"], known["status"], known["error"], t0),
+                    "log": str(known.get("log", ""))}
         compiled = _cached(cache, target, key, model)
         if compiled is None:
             try:
@@ -209,11 +210,15 @@ def run_case(case: Case, target: Any, cache: Any, versions: dict[str, str],
     except UnsupportedError as exc:
         return _result(case.name, stage, "unsupported", str(exc), t0)
     except Exception as exc:  # noqa: BLE001 - the stack's failure is this case's outcome
-        import traceback
+        return {**_result(case.name, stage, "failed", _first_line(exc), t0), "log": _frames(exc)}
 
-        # the frames (file, line) tell whose code raised: compstack.analysis.fault.conformance_fault
-        frames = "".join(f'File "{f.filename}", line {f.lineno}\n' for f in traceback.extract_tb(exc.__traceback__))
-        return {**_result(case.name, stage, "failed", _first_line(exc), t0), "log": frames[-4000:]}
+
+def _frames(exc: BaseException) -> str:
+    """The traceback's frames (``File "...", line N``, the last 4,000 characters): they tell
+    whose code raised (:func:`compstack.analysis.fault.conformance_fault`)."""
+    import traceback
+
+    return "".join(f'File "{f.filename}", line {f.lineno}\n' for f in traceback.extract_tb(exc.__traceback__))[-4000:]
 
 
 def hash_bytes(data: bytes) -> str:
@@ -249,7 +254,7 @@ def _record_failure(cache: Any, target: Any, key: str, stage: str, exc: BaseExce
     error = str(exc) if isinstance(exc, UnsupportedError) else _first_line(exc)
     try:
         cache.store.write_record("failures", _failure_key(target, key),
-                                 {"stage": stage, "status": status, "error": error[:400]})
+                                 {"stage": stage, "status": status, "error": error[:400], "log": _frames(exc)})
     except OSError:
         pass  # a store that cannot be written costs the warm run a compile, not the case
 

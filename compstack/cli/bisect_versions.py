@@ -79,11 +79,13 @@ def version_ranges(targets: list[str], spec: str, flag: str = "--versions") -> d
 
 
 def bisect_bundle(folder: Path, target: str, releases: list[str], *, options: dict[str, str] | None = None,
-                  timeout_s: float = 300.0, say: Any = None) -> dict[str, Any]:
+                  timeout_s: float = 300.0, say: Any = None, rtol: float | None = None,
+                  atol: float | None = None) -> dict[str, Any]:
     """Bisect the finding of the explain/fuzz bundle ``folder`` over ``releases`` of
     ``target``'s stack (:func:`compstack.explain.versions.bisect_versions`, ``options``:
-    the user's ``--option`` values of that target) and add the answer to its ``ISSUE.md``;
-    the answer as JSON (``summary``, ``answer``, ``issue``...).
+    the user's ``--option`` values of that target; ``rtol``/``atol``: the tolerances the
+    finding was made with, None: that function's defaults) and add the answer to its
+    ``ISSUE.md``; the answer as JSON (``summary``, ``answer``, ``issue``...).
 
     Raises:
         UserError: the bundle cannot be read or its ISSUE.md written.
@@ -92,8 +94,9 @@ def bisect_bundle(folder: Path, target: str, releases: list[str], *, options: di
     from compstack.explain.versions import write_issue
 
     proto, feeds, _ = _model_and_feeds(str(folder), None, 0)
+    tol = {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}
     result = run_bisect(proto, feeds, target.partition("@")[0], releases, options=options, timeout_s=timeout_s,
-                        on_progress=say)
+                        on_progress=say, **tol)
     doc = result.to_dict()
     try:
         doc["issue"] = str(write_issue(folder, result))

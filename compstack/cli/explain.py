@@ -111,7 +111,8 @@ def explain_command(source_loader: Callable[[], Any], targets: list[str], flags:
         base = report["target"].partition("@")[0]
         report["versions"] = (bisect_bundle(Path(report["bundle"]["folder"]), base, versions[base],
                                             options=target_options.get(report["target"], {}), timeout_s=flags.timeout,
-                                            say=None if quiet else (lambda s: click.echo(s, err=True)))
+                                            say=None if quiet else (lambda s: click.echo(s, err=True)),
+                                            rtol=flags.rtol, atol=flags.atol)
                               if base in versions else {"answer": "not searched",
                                                         "summary": f"{report['target']}: no releases to search"})
     if reduced_out and reduced is not None:
@@ -215,7 +216,6 @@ def explain(model: str | None, explain_flags: ExplainFlags, out_dir: str | None,
 
         \b
         compstack explain model.onnx --targets iree-llvm-cpu
-        compstack explain zoo:bert --targets tvm-llvm --inputs in.npz -o bug/
         compstack explain --replay bug/
         compstack explain model.onnx --targets ort-cpu@1.16.3 -o bug/ --versions 1.16.0..1.17.1
     """

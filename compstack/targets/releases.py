@@ -44,10 +44,10 @@ class Release:
 
     def pin(self, version: str) -> tuple[str, ...]:
         """The extra requirement of :attr:`pins` for ``version``: the first
-        ``(newest release it applies to, requirement)`` whose bound is at least
-        ``version`` ("" bound: any release); empty when none applies."""
+        ``(bound, requirement)`` whose bound ``version`` does not pass, compared on the
+        bound's own parts (``0.25``: every 0.25.x; "": any release); empty when none applies."""
         for upto, req in self.pins:
-            if not upto or version_tuple(version) <= version_tuple(upto):
+            if not upto or version_tuple(version)[:len(version_tuple(upto))] <= version_tuple(upto):
                 return (req,)
         return ()
 
@@ -61,7 +61,7 @@ RELEASES: dict[str, Release] = {
     # 0.25.x loads only with ffi 0.1.11-0.1.12 (0.1.13+: undefined symbol tvm::ffi::json::Stringify,
     # 0.1.10-: load_lib_ctypes mismatch); 0.26+ get the parent's pin, 0.1.14.post0, under which
     # MetaSchedule's save_json works (0.1.15.post2 segfaults there). Checked here by importing each.
-    "tvm-llvm": Release("apache-tvm", "tvm", pins=(("0.25.0.post1", "apache-tvm-ffi==0.1.12"),
+    "tvm-llvm": Release("apache-tvm", "tvm", pins=(("0.25", "apache-tvm-ffi==0.1.12"),
                                                    ("", "apache-tvm-ffi==0.1.14.post0"))),
     "openvino-cpu": Release("openvino", "openvino"),
 }
@@ -72,8 +72,8 @@ SUPPORTED: dict[str, str] = {
     "ort-cpu": "checked 1.15.0 .. 1.32.0 (every release the registry serves for Python 3.11)",
     "iree-llvm-cpu": "checked 2.9.0 .. 3.13.0 (every release the registry serves; 3.7.1 runs with runtime 3.7.0, "
                      "the registry has no runtime 3.7.1)",
-    "tvm-llvm": "checked 0.26.0 .. 0.27.0.post1; 0.25.x imports only with apache-tvm-ffi 0.1.12 and its worker "
-                "then segfaults in TVMFFIObjectDecRef: not supported",
+    "tvm-llvm": "checked 0.26.0 .. 0.27.0.post1; 0.25.x not supported: its env builds (apache-tvm-ffi 0.1.12, "
+                "the only ffi it loads with) but the worker dies by SIGSEGV in TVMFFIObjectDecRef before lowering",
     "openvino-cpu": "checked 2025.4.0 .. 2026.4.1 (the last 10 releases)",
 }
 

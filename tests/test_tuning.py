@@ -243,12 +243,17 @@ def test_compare_tuned_rows_say_what_tuned_meant(isolated_env: Path) -> None:
     assert search["candidates"][0]["name"] == "default" and search["candidates"][0]["status"] == "ok"
     timed = [c for c in search["candidates"] if c["status"] == "ok"]
     assert search["trials"] == len(timed) >= 1 and all(c["median_ms"] > 0 and c["runs"] >= 5 for c in timed)
-    assert all(c["status"] in ("ok", "failed to compile", "not tried: the budget was spent")
+    assert all(c["status"] in ("ok", "failed to compile", "failed to run", "not tried: the budget was spent")
                for c in search["candidates"])
-    fastest = min(timed, key=lambda c: c["median_ms"])
-    assert search["kept"] == fastest["name"]
-    assert search["iree-compile"][:len(iree["flags"]["iree-compile"])] == iree["flags"]["iree-compile"]
-    assert search["iree-compile"][len(iree["flags"]["iree-compile"]):] == fastest["flags"]
+    from compstack.targets.iree.tuning import KEEP_MARGIN
+
+    fastest = timed[0]  # a later candidate replaces the best only when faster by the margin
+    for c in timed[1:]:
+        fastest = c if c["median_ms"] < fastest["median_ms"] * KEEP_MARGIN else fastest
+    assert search["kept"] == fastest["name"] and search["kept_flags"] == fastest["flags"]
+    # the row's own flags are the command that built the kept artifact
+    assert iree["flags"]["iree-compile"] == search["iree-compile"]
+    assert search["iree-compile"][len(search["iree-compile"]) - len(fastest["flags"]):] == fastest["flags"]
     pts = search["curve"]["points"]
     assert pts[-1]["est_ms"] == fastest["median_ms"] and all(a["est_ms"] >= b["est_ms"] for a, b in zip(pts, pts[1:]))
     assert iree["flags"]["tuning"]["tune_s"] > 0

@@ -4,7 +4,8 @@ IREE has no auto-tuner on llvm-cpu, and its performance flags do not always pay:
 with ``python3 benchmarks/tuned.py`` on this 2-core machine, ``--iree-opt-level=O3
 --iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all`` made zoo:bert 1.5x *slower*
 (packing costs more than it saves on small matrices). So ``tune=DURATION`` compiles the
-candidates below in turn, times each on the job's own thread count, and keeps the fastest,
+candidates below in turn, times each on the job's own thread count, and keeps the fastest
+(a later candidate must beat the best so far by :data:`KEEP_MARGIN`),
 as trtexec's builder times its tactics and keeps the fastest
 (``--builderOptimizationLevel``). The default flags are always the first candidate, so a
 tuned row is never slower than the default by more than the timing noise.
@@ -43,6 +44,10 @@ CANDIDATES: tuple[tuple[str, tuple[str, ...]], ...] = (
 MIN_TIME_S = 0.3
 MIN_RUNS = 5
 MAX_RUNS = 200
+#: A later candidate replaces the best so far only when its median is below this fraction
+#: of the best's: on a loaded machine two timings of one artifact differ by a few per cent,
+#: and the default flags (tried first) should not lose to noise.
+KEEP_MARGIN = 0.95
 
 
 def search(lowered: _IreeLowered, budget_s: float) -> tuple[_IreeCompiled, dict[str, Any], float]:
@@ -100,7 +105,7 @@ def search(lowered: _IreeLowered, budget_s: float) -> tuple[_IreeCompiled, dict[
                          error=f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}")
             continue
         entry.update(status="ok", compile_s=round(compile_s, 3), median_ms=round(median_s * 1e3, 6), runs=runs)
-        if best is None or median_s < best[0]:
+        if best is None or median_s < best[0] * KEEP_MARGIN:  # a flag set must pay beyond the timing noise
             best = (median_s, compiled, compile_s)
     if best is None and untimed is not None:  # nothing could be timed here: keep the first that compiled
         first = next(e for e in tried if "compile_s" in e)
@@ -119,9 +124,9 @@ def search(lowered: _IreeLowered, budget_s: float) -> tuple[_IreeCompiled, dict[
     kept = next(e for e in tried if e.get("median_ms") == round(median_s * 1e3, 6))
     lowered.kept_flags = tuple(kept["flags"])  # stage dumps, pass lists and kernels compile as the artifact was
     points, so_far = [], float("inf")
-    for n, e in enumerate(tried, 1):
+    for n, e in enumerate(tried, 1):  # the kept median after each timed candidate (the same margin rule)
         if "median_ms" in e:
-            so_far = min(so_far, e["median_ms"])
+            so_far = e["median_ms"] if e["median_ms"] < so_far * KEEP_MARGIN else so_far
             points.append({"trials": n, "est_ms": so_far})
     default_ms = tried[0].get("median_ms")
     summary = (f"flag search, kept {kept['name']} ({kept['median_ms']:.4g} ms"

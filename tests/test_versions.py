@@ -157,6 +157,7 @@ def test_cli_bad_release_specs_exit_2_in_one_line(tmp_path: Path) -> None:
     model = _gelu(tmp_path / "gelu.onnx")
     for args in (("compare", str(model), "--targets", "ort-cpu@not a version"),
                  ("versions", "tensorrt"),
+                 ("versions", "ort-cpu@9.9.9"),
                  ("versions", "ort-cpu", "--provision", " , "),
                  ("bisect-versions", str(model), "--target", "tensorrt", "--range", "1.0..2.0")):
         res = run_cli(*args, env={"COMPSTACK_CACHE_DIR": str(tmp_path / "cache")})
@@ -242,3 +243,19 @@ def test_explain_versions_bisects_the_bundles_finding(release_store: Path, tmp_p
     assert v["evaluations"] <= math.ceil(math.log2(len(v["releases"]))) + 2
     issue = (bundle / "ISSUE.md").read_text(encoding="utf-8")
     assert "## Releases" in issue and "1.17.0" in issue and v["issue"] == str(bundle / "ISSUE.md")
+
+
+@pytest.mark.slow
+def test_conformance_runs_each_release_in_its_env(release_store: Path, tmp_path: Path) -> None:
+    """conformance takes versioned targets: the ONNX node test of opset-20 Gelu fails to load
+    on ort-cpu@1.16.3 and passes on 1.17.0, each row with its release and fault."""
+    env = {"COMPSTACK_CACHE_DIR": str(release_store), "COMPSTACK_DB": str(tmp_path / "r.sqlite")}
+    res = run_cli("conformance", "--targets", "ort-cpu@1.16.3,ort-cpu@1.17.0", "--filter", "^test_gelu_default_1$",
+                  "--json", env=env)
+    doc = json.loads(res.stdout)
+    targets = {t["target"]: t for t in doc["targets"]}
+    assert (targets["ort-cpu@1.16.3"]["version"], targets["ort-cpu@1.17.0"]["version"]) == ("1.16.3", "1.17.0")
+    cases = {c["target"]: c for c in doc["cases"]}
+    assert cases["ort-cpu@1.17.0"]["status"] == "passed"
+    old = cases["ort-cpu@1.16.3"]
+    assert old["status"] != "passed" and "opset" in old["error"].lower() and old["fault"] == "stack", old

@@ -105,7 +105,8 @@ class SuiteReport:
 
 
 def xfail_path(xfail_dir: Path, target: str, version: str) -> Path:
-    """``<dir>/<target>@<version>.txt``."""
+    """``<dir>/<target>@<version>.txt`` (a versioned target's file is its stack's: ``ort-cpu@1.20.0``)."""
+    target = target.partition("@")[0]
     return xfail_dir / f"{target}@{version}.txt"
 
 
@@ -167,8 +168,8 @@ def run_suite(cases: Sequence[Case], cases_file: Path, target_names: Sequence[st
         UserError: unknown target (before anything runs or is written).
     """
     entries = {e.name: e for e in registry.entries()}
-    for tname in target_names:
-        if tname not in entries:
+    for tname in target_names:  # NAME@VERSION: that release's worker runs in its env (the pool's executor)
+        if tname.partition("@")[0] not in entries:
             raise UserError(f"unknown target '{tname}'; run `compstack targets` to list them")
     names = [c.name for c in cases]
     report = SuiteReport(uuid.uuid4().hex[:12], RULE, [], [], {"cases": len(names), **(selection or {})})
@@ -176,7 +177,7 @@ def run_suite(cases: Sequence[Case], cases_file: Path, target_names: Sequence[st
     status = "failed"
     try:
         for tname in target_names:
-            spec = {"target": tname, "target_ref": entries[tname].ref,
+            spec = {"target": tname, "target_ref": entries[tname.partition("@")[0]].ref,
                     "options": (target_options or {}).get(tname, {}), "cases": str(cases_file),
                     "cache_dir": str(cache_dir) if cache_dir else None}
             summary, target_rows = _run_target(spec, names, workers, timeout, recorder, on_result, on_target)

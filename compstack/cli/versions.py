@@ -84,6 +84,10 @@ def versions(target: str, provision: str | None, as_json: bool) -> None:
 
     if provision is not None and not [x for x in provision.split(",") if x.strip()]:
         raise UserError(f"--provision: no release named in {provision!r} (give V1,V2, e.g. --provision 1.20.0)")
+    if "@" in target:
+        base, _, release = target.partition("@")
+        raise UserError(f"{target}: give the stack without @VERSION (compstack versions {base} lists its releases; "
+                        f"--provision {release or 'V'} builds one)")
     describe(target)  # a bad target before any build
     bad = _provision(target.partition("@")[0], provision) if provision else []
     doc = describe(target)

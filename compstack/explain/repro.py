@@ -75,11 +75,28 @@ sys.exit(1 if bad else 0)
 '''
 
 _RUN = {
-    "onnxruntime": ("onnxruntime", '''import onnxruntime as ort
+    "onnxruntime": ("onnxruntime", '''import re
 
+import onnx.helper
+import onnxruntime as ort
+
+# the newest IR version this onnxruntime reads, from its own error on an IR-99 probe (as
+# compstack's ort-cpu target does): an older release refuses the bundle's IR version otherwise
+probe = onnx.helper.make_model(onnx.helper.make_graph(
+    [onnx.helper.make_node("Relu", ["x"], ["y"])], "probe",
+    [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+    [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])]),
+    opset_imports=[onnx.helper.make_opsetid("", 7)])
+probe.ir_version = 99
+try:
+    ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+except Exception as exc:
+    top = re.search(r"max supported IR version: (\\d+)", str(exc))
+    if top and model.ir_version > int(top.group(1)):
+        model.ir_version = int(top.group(1))
 so = ort.SessionOptions()
 so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, {level!r})
-sess = ort.InferenceSession(model_path, so, providers={providers!r})
+sess = ort.InferenceSession(model.SerializeToString(), so, providers={providers!r})
 outputs = sess.run(output_names, {{n: feeds[n] for n in input_names}})
 '''),
     "tvm": ("apache-tvm", '''import tvm

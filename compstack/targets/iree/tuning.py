@@ -109,20 +109,14 @@ def search(lowered: _IreeLowered, budget_s: float) -> tuple[_IreeCompiled, dict[
             best = (median_s, compiled, compile_s)
     if best is None and untimed is not None:  # nothing could be timed here: keep the first that compiled
         first = next(e for e in tried if "compile_s" in e)
-        lowered.kept_flags = tuple(first["flags"])
         why = f"not searched: no candidate could be timed on generated inputs ({first_error}); kept {first['name']}"
-        built = [*lowered.target.compile_flags(), *first["flags"]]
-        return (untimed[0], {"tuner": "flag search", "budget_s": budget_s, "candidates": tried,
-                             "kept": first["name"], "kept_flags": first["flags"], "iree-compile": built,
-                             "row_flags": {"iree-compile": built}, "trials": 0, "summary": why,
-                             "curve": {"points": [], "tasks_left_out": 0, "method": why}},
+        return (untimed[0], _record(lowered, budget_s, tried, first, [], why, why),
                 max(0.0, time.perf_counter() - t0 - untimed[1]))
     if best is None:
         assert first_error is not None
         raise first_error
     median_s, compiled, kept_compile_s = best
     kept = next(e for e in tried if e.get("median_ms") == round(median_s * 1e3, 6))
-    lowered.kept_flags = tuple(kept["flags"])  # stage dumps, pass lists and kernels compile as the artifact was
     points, so_far = [], float("inf")
     for n, e in enumerate(tried, 1):  # the kept median after each timed candidate (the same margin rule)
         if "median_ms" in e:
@@ -132,14 +126,22 @@ def search(lowered: _IreeLowered, budget_s: float) -> tuple[_IreeCompiled, dict[
     summary = (f"flag search, kept {kept['name']} ({kept['median_ms']:.4g} ms"
                + (f"; default {default_ms:.4g} ms, x{default_ms / kept['median_ms']:.2f}" if default_ms else "")
                + f") of {sum('median_ms' in e for e in tried)} timed candidate(s)")
-    record = {"tuner": "flag search (compile each flag set, time it, keep the fastest)", "budget_s": budget_s,
-              "candidates": tried, "kept": kept["name"], "kept_flags": kept["flags"],
-              "iree-compile": [*lowered.target.compile_flags(), *kept["flags"]],  # what built the artifact
-              "row_flags": {"iree-compile": [*lowered.target.compile_flags(), *kept["flags"]]},
-              "trials": sum("median_ms" in e for e in tried), "summary": summary,
-              "curve": {"points": points, "tasks_left_out": 0,
-                        "method": "measured median of each candidate flag set (its own timing runs); best so far"}}
+    record = _record(lowered, budget_s, tried, kept, points, summary,
+                     "measured median of each candidate flag set (its own timing runs); best so far")
     return compiled, record, max(0.0, time.perf_counter() - t0 - kept_compile_s)
+
+
+def _record(lowered: _IreeLowered, budget_s: float, tried: list[dict[str, Any]], kept: dict[str, Any],
+            points: list[dict[str, Any]], summary: str, method: str) -> dict[str, Any]:
+    """The ``flags["tuning"]`` record of a search that kept candidate ``kept``; its flags
+    become ``lowered.kept_flags`` (later dumps, pass lists and kernel listings compile with
+    them) and the row's own ``iree-compile`` flags (``row_flags``)."""
+    lowered.kept_flags = tuple(kept["flags"])
+    built = [*lowered.target.compile_flags(), *kept["flags"]]  # what built the artifact
+    return {"tuner": "flag search (compile each flag set, time it, keep the fastest)", "budget_s": budget_s,
+            "candidates": tried, "kept": kept["name"], "kept_flags": kept["flags"], "iree-compile": built,
+            "row_flags": {"iree-compile": built}, "trials": sum("median_ms" in e for e in tried), "summary": summary,
+            "curve": {"points": points, "tasks_left_out": 0, "method": method}}
 
 
 def _timing_inputs(model: Any) -> list[np.ndarray]:

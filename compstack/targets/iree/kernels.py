@@ -164,10 +164,9 @@ def _phases(compiled: Any) -> tuple[str, str]:
         raise NotImplementedError("no lowered module (artifact loaded from the cache)")
     scratch = lowered.scratch
     dump = scratch.path / "phases"
-    argv: list[Any] = [tools.find_tool("iree-compile"), scratch.path / "input.mlir", *compiled.target.compile_flags(),
-                       *getattr(lowered, "kept_flags", ()), "--compile-from=input", "--compile-to=flow", "--mlir-print-debuginfo",
-                       f"--dump-compilation-phases-to={dump}", "-o", scratch.path / "flow-kernels.mlir"]
-    tools.run_tool(argv, timeout=compiled.target.options.compile_timeout_s, temps=scratch)
+    # the lowered module's own iree-compile run: the target's flags and any the flag search kept
+    lowered.run_phase("flow", start=scratch.path / "input.mlir", output=scratch.path / "flow-kernels.mlir",
+                      debuginfo=True, flags=[f"--dump-compilation-phases-to={dump}"])
     dc = next(dump.glob("*dispatch-creation.mlir"))
     return dc.read_text(), (scratch.path / "flow-kernels.mlir").read_text()
 

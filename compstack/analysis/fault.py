@@ -159,7 +159,9 @@ def conformance_fault(target: str, row: dict[str, Any]) -> Fault:
         return Fault("compstack", f"compstack's conformance harness cannot run this case: {error[:200]}")
     if status == "unsupported" and stage == "import" and error.startswith("dtype "):
         return Fault("stack", f"the stack does not take this dtype (the target's declared dtypes): {error[:200]}")
-    translated = target.partition("@")[0].split("-")[0] in TRANSLATED_STACKS
+    from compstack import targets as registry
+
+    translated = registry.get(target).stack in TRANSLATED_STACKS  # the target class's own stack name
     like = SimpleNamespace(status="mismatch" if status == "failed" and stage == "compare" else status, stage=stage,
                            error=error, log=row.get("log", ""), unsupported_ops=[], target=target, verdict="",
                            flags={"path": "translated"} if translated else {})

@@ -26,8 +26,6 @@ __all__ = ["DEFAULT_BUDGET", "attach_default", "default_runs", "mark_tuned", "tu
 
 #: ``--budget`` when ``--tuned`` is given alone: a tuning budget per model and stack.
 DEFAULT_BUDGET = "5m"
-#: Row statuses whose latency stands for the model (outputs agree with the reference).
-_AGREE = ("ok", "imprecise")
 
 
 def tuned_target_options(targets: Sequence[str], user: Mapping[str, Mapping[str, str]],
@@ -139,6 +137,7 @@ def attach_default(tuned: Any, default: Any, options: Any) -> Any:
     A tuned target without a default run (not in ``options.defaults``) gets
     ``flags["no_default"]`` and a note: its tuned configuration is its default one, or
     (``sweep --tuned``, which runs no defaults) it has a default that was not run."""
+    from compstack.analysis.verdict import AGREEING
     from compstack.core.latency import medians_differ
 
     if default is None:
@@ -156,13 +155,13 @@ def attach_default(tuned: Any, default: Any, options: Any) -> Any:
         "status": default.status, "stage": default.stage, "error": default.error, "compile_s": default.compile_s,
         "cached": default.cached, "latency_ms": default.latency_ms}}
     a, b = default.latency_ms or {}, tuned.latency_ms or {}
-    if a.get("median") and b.get("median") and default.status in _AGREE and tuned.status in _AGREE:
+    if a.get("median") and b.get("median") and default.status in AGREEING and tuned.status in AGREEING:
         ratio, sig = a["median"] / b["median"], medians_differ(a, b)
         tuned.flags["tuned_speedup"] = {"ratio": ratio, "significant": sig}
         word = {True: "significant", False: "within noise", None: "no interval"}[sig]
         tuned.notes.append(f"--tuned: default {a['median']:.4g} ms, tuned {b['median']:.4g} ms: "
                            f"x{ratio:.2f} ({word})")
-    elif default.status not in _AGREE:
+    elif default.status not in AGREEING:
         tuned.notes.append(f"--tuned: the default run was {default.status}"
                            + (f" at {default.stage}: {default.error}" if default.stage else ""))
     return tuned

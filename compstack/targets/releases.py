@@ -58,8 +58,8 @@ RELEASES: dict[str, Release] = {
     "iree-llvm-cpu": Release("iree-base-compiler", "iree.compiler.version",
                              also=(("iree-base-runtime", "iree.runtime.version"),)),
     # apache-tvm declares no apache-tvm-ffi pin, and the newest ffi breaks older releases:
-    # 0.25.x loads only with ffi 0.1.11-0.1.12 (0.1.13+: undefined symbol tvm::ffi::json::Stringify,
-    # 0.1.10-: load_lib_ctypes mismatch); 0.26+ get the parent's pin, 0.1.14.post0, under which
+    # 0.25.x loads only with ffi 0.1.12 (it requires >=0.1.12; 0.1.13+: undefined symbol
+    # tvm::ffi::json::Stringify); 0.26+ get the parent's pin, 0.1.14.post0, under which
     # MetaSchedule's save_json works (0.1.15.post2 segfaults there). Checked here by importing each.
     "tvm-llvm": Release("apache-tvm", "tvm", pins=(("0.25", "apache-tvm-ffi==0.1.12"),
                                                    ("", "apache-tvm-ffi==0.1.14.post0"))),

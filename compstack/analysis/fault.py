@@ -142,12 +142,14 @@ def _mismatch(translated: bool, row: Any, eager_agrees: bool | None, eager_note:
     return Fault("stack", "the stack's outputs differ from the reference on the same ONNX model")
 
 
-def conformance_fault(target: str, row: dict[str, Any]) -> Fault:
+def conformance_fault(target: str, row: dict[str, Any], stack: str) -> Fault:
     """The fault of one ``compstack conformance`` row (``status`` ``passed``/``failed``/
     ``unsupported``/``timeout``/``crashed``, ``stage``, ``error``, ``log``: the worker's
     traceback frames) of ``target``, by :func:`attribute`'s rules, with the ONNX node
     test's expected outputs as the reference (a ``failed`` row at ``compare`` is a
-    mismatch). On the translated stacks (:data:`TRANSLATED_STACKS`) the case ran
+    mismatch). ``stack`` is the target class's declared stack (``Target.stack``: the
+    caller reads the registry, which sits above this layer). On the translated stacks
+    (:data:`TRANSLATED_STACKS`) the case ran
     compstack's translation, and no eager check is made (``unknown`` for a mismatch). A
     case the harness cannot feed (sequence or optional inputs) is compstack's."""
     from types import SimpleNamespace
@@ -159,9 +161,7 @@ def conformance_fault(target: str, row: dict[str, Any]) -> Fault:
         return Fault("compstack", f"compstack's conformance harness cannot run this case: {error[:200]}")
     if status == "unsupported" and stage == "import" and error.startswith("dtype "):
         return Fault("stack", f"the stack does not take this dtype (the target's declared dtypes): {error[:200]}")
-    from compstack import targets as registry
-
-    translated = registry.get(target).stack in TRANSLATED_STACKS  # the target class's own stack name
+    translated = stack in TRANSLATED_STACKS
     like = SimpleNamespace(status="mismatch" if status == "failed" and stage == "compare" else status, stage=stage,
                            error=error, log=row.get("log", ""), unsupported_ops=[], target=target, verdict="",
                            flags={"path": "translated"} if translated else {})

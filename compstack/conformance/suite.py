@@ -205,9 +205,10 @@ def _run_target(spec: dict[str, Any], names: list[str], workers: int, timeout: f
     if on_target:
         on_target(tname, len(names))
     rows: list[dict[str, Any]] = []
+    stack = registry.get(tname).stack  # the target class's declared stack
 
     def collect(row: dict[str, Any]) -> None:  # serialised by run_pool's lock
-        found = conformance_fault(tname, row)
+        found = conformance_fault(tname, row, stack)
         row = {"target": tname, **{k: v for k, v in row.items() if k != "log"}, "fault": found.fault,
                "fault_reason": found.reason}
         summary.add(row)

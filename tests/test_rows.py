@@ -154,6 +154,10 @@ def test_conformance_rows_get_the_same_fault_rules() -> None:
     assert fault("xla-cpu", row) == "compstack"  # our converter raised
     theirs = 'File "/x/compstack/targets/ort/target.py", line 3\nFile "/y/site-packages/onnxruntime/s.py", line 9\n'
     assert fault("ort-cpu", {**row, "log": theirs}) == "stack"
+    # iree-compile exiting non-zero is raised as ToolError by core/tools.py: IREE's failure, not ours
+    tool = ('File "/x/compstack/targets/iree/lowered.py", line 3\nFile "/x/compstack/core/tools.py", line 9\n')
+    failed = {**row, "error": "ToolError: iree-compile exited with status 1: error: failed to legalize", "log": tool}
+    assert fault("iree-llvm-cpu", failed) == "stack"
     wrong = {"status": "failed", "stage": "compare", "error": "output 0: not close"}
     assert fault("ort-cpu", wrong) == "stack"  # ORT read the case's own ONNX file
     assert fault("inductor-cpu", wrong) == "unknown"  # translated; no eager check per case

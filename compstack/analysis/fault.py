@@ -7,7 +7,9 @@ Every non-ok row of compare, sweep and conformance gets ``fault`` (one of
   model, exporting a framework program, our job harness) is ours; so is an op without a
   converter on a translated path (XLA, Inductor, TorchScript from the common IR), an
   exception raised from compstack's own code (its innermost traceback frame is in
-  ``compstack/`` outside the targets' wrappers, or in ``compstack/translate/``), and a
+  ``compstack/`` outside the wrappers around a stack: the targets' adapters and
+  ``core/tools.py``, which runs the stack's command-line tools; or in
+  ``compstack/translate/``), and a
   translated path whose program, run eagerly without the compiler
   (:mod:`compstack.run.tasks.evaluate` mode ``eager``), already disagrees with the
   reference.
@@ -39,6 +41,10 @@ __all__ = ["TRANSLATED_STACKS", "Fault", "attribute", "conformance_fault", "inne
 TRANSLATED_STACKS = ("xla", "inductor", "torchscript")
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+#: compstack files that wrap a stack: a traceback ending in one of them was raised for the
+#: stack (a target's adapter; core/tools.py raises ToolError when the stack's own command-line
+#: tool, iree-compile or iree-import-onnx, exits non-zero).
+_WRAPPERS = ("compstack/targets/", "compstack/core/tools.py")
 _LOST = ("crashed", "timeout", "oom")
 
 
@@ -75,7 +81,7 @@ def _ours(log: str, translated: bool) -> str:
     translated path, the innermost frame in ``compstack/translate/`` (tracing our
     converters is what lowering a translated program does). Empty otherwise."""
     inner = _rel(innermost_frame(log))
-    if inner and not inner.startswith("compstack/targets/"):
+    if inner and not inner.startswith(_WRAPPERS):
         return inner
     if translated:
         ours = [r for r in (_rel(f) for f, _ in _FRAME.findall(log or "")) if r.startswith("compstack/translate/")]

@@ -154,3 +154,33 @@ def test_an_empty_pythonpath_entry_does_not_put_the_current_folder_on_a_childs_p
                         env=env, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
     out, _ = child.communicate(timeout=60)
     assert out.strip() == "False"
+
+
+def test_blas_in_one_thread_while_another_forks_never_hangs() -> None:
+    """A sweep's driver compares outputs (BLAS) on its main thread while the spawner thread
+    forks workers: with OpenBLAS's thread pool, its fork handler stranded the main thread's
+    call in ``exec_blas_async`` (100 % CPU, for ever). ``procs.popen`` makes BLAS
+    single-threaded in its process first, so this loop ends."""
+    code = textwrap.dedent("""
+        import threading, time, numpy as np
+        from compstack.core import procs
+        stop = []
+        def forker():
+            while not stop:
+                procs.popen(["true"]).wait()
+        procs.popen(["true"]).wait()
+        threading.Thread(target=forker, daemon=True).start()
+        a, t0, n = np.random.default_rng(0).random(200_000), time.monotonic(), 0
+        while time.monotonic() - t0 < 8:
+            float(np.linalg.norm(a)); n += 1
+        stop.append(1)
+        from threadpoolctl import threadpool_info
+        print(n, sorted({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}))
+    """)
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a BLAS call hung while the spawner thread forked")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    calls, threads = proc.stdout.split(maxsplit=1)
+    assert int(calls) > 100 and threads.strip() == "[1]"

@@ -35,8 +35,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["become_subreaper", "child_kwargs", "kill_escaped", "kill_group", "popen", "python_code_argv",
-           "python_module_argv", "without_current_folder",
+__all__ = ["become_subreaper", "child_kwargs", "kill_escaped", "kill_group", "one_blas_thread", "popen",
+           "python_code_argv", "python_module_argv", "without_current_folder",
            "run_tempdir", "tree_rss_bytes"]
 
 _PR_SET_PDEATHSIG = 1
@@ -106,6 +106,35 @@ def become_subreaper() -> bool:
     return True
 
 
+_ONE_BLAS_THREAD: list[int] = []  # the pid that set it (a forked child sets it again)
+
+
+def one_blas_thread() -> None:
+    """Run this process's BLAS (NumPy's OpenBLAS) in the calling thread, without its thread
+    pool; once per process, before the first fork of :func:`popen`.
+
+    :func:`popen` forks (its ``preexec_fn`` rules out ``vfork``), from the spawner thread,
+    while another thread of this process may be inside a BLAS call: a sweep or a
+    conformance run compares outputs (``numpy.linalg.norm``) while its workers start.
+    OpenBLAS's ``pthread_atfork`` prepare handler shuts its thread pool down at every fork,
+    and a call already queued on that pool then waits for ever: the driver spun at 100 %
+    CPU in ``exec_blas_async`` (the repro is
+    ``tests/test_trust_procs.py::test_blas_in_one_thread_while_another_forks_never_hangs``:
+    with the pool, each of three runs hung within 20 s; with one thread, none). With one BLAS thread there is
+    no pool to shut down. What this process computes with BLAS is comparisons and noise
+    floors; the stacks run in the workers, which keep their own threads.
+    Uses ``threadpoolctl`` (its ``threadpool_limits(1, "blas")``), after importing NumPy so
+    that its BLAS is loaded when the limit is set.
+    """
+    if _ONE_BLAS_THREAD and _ONE_BLAS_THREAD[0] == os.getpid():
+        return
+    _ONE_BLAS_THREAD[:] = [os.getpid()]
+    import numpy  # noqa: F401 - loads the BLAS the limit applies to
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1, user_api="blas")
+
+
 def popen(args: Any, detached: bool = False, **kwargs: Any) -> subprocess.Popen[Any]:
     """Start a helper process (:class:`subprocess.Popen` ``args`` and ``kwargs``) in its own
     session, with the death signal (:func:`child_kwargs`; ``detached``: without it, for a
@@ -115,6 +144,7 @@ def popen(args: Any, detached: bool = False, **kwargs: Any) -> subprocess.Popen[
     Raises:
         OSError: the program cannot be started (as :class:`subprocess.Popen`).
     """
+    one_blas_thread()
     extra = {"start_new_session": True} if detached else child_kwargs()
     kwargs["env"] = without_current_folder(os.environ if kwargs.get("env") is None else kwargs["env"])
 

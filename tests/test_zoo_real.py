@@ -107,6 +107,22 @@ def test_real_model_end_to_end(name: str, tmp_path) -> None:
         assert row["compile_s"] > 0
 
 
+def test_a_real_model_is_exported_in_a_worker(tmp_path) -> None:
+    """A real-tier build and export runs in a worker process that writes the zoo cache; the
+    caller reads the entry (torch never imported in it), and a second load is a cache hit."""
+    code = ("import sys, time; from compstack.frontends import zoo; t = time.monotonic(); "
+            f"s = zoo.load('lstm-lm', cache_dir={str(tmp_path)!r}); "
+            "print(len(s.model.graph), 'torch' in sys.modules, s.native is None, sorted(s.example_inputs))")
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stderr[-2000:]
+    nodes, torch_here, no_native, inputs = first.stdout.split(maxsplit=3)
+    assert int(nodes) > 5 and torch_here == "False" and no_native == "True"
+    assert inputs.strip() == str(sorted(i.name for i in _real.spec("lstm-lm").inputs))
+    assert len(list((tmp_path / "zoo").glob("lstm-lm-*"))) == 1
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and again.stdout == first.stdout, again.stderr[-2000:]
+
+
 def test_an_export_failure_is_a_row_per_target(tmp_path) -> None:
     torch = pytest.importorskip("torch")
     import sqlite3

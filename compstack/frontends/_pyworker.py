@@ -35,7 +35,7 @@ import numpy as np
 from compstack.core import ir as cir
 from compstack.core.errors import UserError
 
-__all__ = ["import_isolated"]
+__all__ = ["import_isolated", "supervise"]
 
 _ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding the compstack package
 
@@ -72,7 +72,7 @@ def import_isolated(spec: str, timeout_s: float, memory_mb: int, poll_s: float =
     out = Path(tempfile.mkdtemp(prefix="compstack-pyfile-"))
     keep = False
     try:
-        status, rc, peak = _supervise(spec, out, timeout_s, memory_mb, poll_s, partial)
+        status, rc, peak = supervise(spec, out, timeout_s, memory_mb, poll_s, partial)
         name = _display(spec)
         if status == "timeout":
             phase = ((out / "phase").read_text() if (out / "phase").exists() else
@@ -97,14 +97,17 @@ def import_isolated(spec: str, timeout_s: float, memory_mb: int, poll_s: float =
             shutil.rmtree(out, ignore_errors=True)
 
 
-def _supervise(spec: str, out: Path, timeout_s: float, memory_mb: int, poll_s: float,
-               partial: bool = False) -> tuple[str, int, int]:
-    """Run the worker until it exits or passes a limit: ``(status, returncode, peak_rss)``."""
+def supervise(spec: str, out: Path, timeout_s: float, memory_mb: int, poll_s: float,
+              partial: bool = False, extra: list[str] | None = None, boot: str = _BOOT) -> tuple[str, int, int]:
+    """Run the worker (``python -c boot SPEC OUT [--partial] [extra...]``, output in
+    ``OUT/worker.log``) until it exits or passes a limit: ``(status, returncode, peak_rss)``
+    (``exited``, ``timeout`` or ``oom``; the peak of the worker's process tree, bytes,
+    sampled every ``poll_s`` seconds)."""
     from compstack.core.procs import kill_escaped, kill_group, popen, tree_rss_bytes
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
-    argv = [sys.executable, "-c", _BOOT, spec, str(out), *(["--partial"] if partial else [])]
+    argv = [sys.executable, "-c", boot, spec, str(out), *(["--partial"] if partial else []), *(extra or [])]
     limit = memory_mb * 2**20
     peak, status = 0, "exited"
     with open(out / "worker.log", "wb") as log:
@@ -114,11 +117,11 @@ def _supervise(spec: str, out: Path, timeout_s: float, memory_mb: int, poll_s: f
         t0 = time.monotonic()
         try:
             while proc.poll() is None:
+                peak = max(peak, tree_rss_bytes(proc.pid))
                 if time.monotonic() - t0 > timeout_s:
                     status = "timeout"
-                elif limit:
-                    peak = max(peak, tree_rss_bytes(proc.pid))
-                    status = "oom" if peak > limit else status
+                elif limit and peak > limit:
+                    status = "oom"
                 if status != "exited":
                     break
                 time.sleep(poll_s)

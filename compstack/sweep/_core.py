@@ -95,6 +95,7 @@ class _Model:
     ref_outputs: Any = None
     ref_note: str = ""
     ref_done: bool = False
+    left: int = 0  # target jobs whose row is not made yet: at 0 the reference outputs are let go
     waiting: dict[str, JobOutcome] = field(default_factory=dict)  # target outcomes waiting for the reference
 
 
@@ -231,6 +232,9 @@ class _Runner:
         if result.flags.get("path") != "native" and m.stack is not None:
             result.flags = {**m.stack.flags(), **result.flags}
             S._hint_opset(result, m.stack)
+        m.left -= 1
+        if m.left <= 0:  # every target compared: a real model's float64 outputs are large (GPT-2 logits 51 MB)
+            m.ref_outputs = None
         if result.status == "ok" and self.copts.latency is not None:
             opts = self.copts.target_options.get(name, {})
             self.pending_latency[(m.index, name)] = (result, self.job(m, name, opts, True, tag=f"{name}.latency"))
@@ -385,7 +389,7 @@ def _plan(r: _Runner, options: SweepOptions) -> list[tuple[JobKey, Job]]:
     jobs: list[tuple[JobKey, Job]] = []
     for index, spec in enumerate(options.models):
         if r.progress is not None:
-            r.progress.status(f"importing {spec}")
+            r.progress.status(f"importing {spec} ({index + 1} of {len(options.models)})")
         m = r.prepare(spec, index)
         r.models.append(m)
         r.db.run_status(m.report, "running", command=f"sweep {r.sweep_id}")
@@ -406,6 +410,7 @@ def _plan(r: _Runner, options: SweepOptions) -> list[tuple[JobKey, Job]]:
                 r.record(m, early)
                 continue
             mine.append(((index, name), r.job(m, name, opts, latency=False)))
+        m.source, m.left = None, len(mine)  # the model is on disk now; one at a time in memory (the real tier)
         if mine:
             refs.append(((index, ""), r.job(m, m.ref[0], m.ref[1], latency=False, tag="ref")))
             jobs.extend(mine)

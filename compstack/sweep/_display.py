@@ -40,6 +40,7 @@ class SweepProgress:
         self.total = self.done_n = self.running = self.failed = 0
         self.t0 = time.monotonic()
         self.lines = enabled and not self.live
+        self.phase = "preparing"  # the last status(): what the sweep is doing between job events
         self._stop = threading.Event()
 
     def __enter__(self) -> SweepProgress:
@@ -61,7 +62,8 @@ class SweepProgress:
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.HEARTBEAT_S):
-            self._line(f"{self.done_n}/{self.total} done, {self.running} running, {self.failed} failed")
+            jobs = f"{self.done_n}/{self.total} done, {self.running} running, {self.failed} failed"
+            self._line(jobs if self.total else f"{self.phase} (no job started yet)")
 
     def _update(self) -> None:
         if self.bar is None:
@@ -74,8 +76,12 @@ class SweepProgress:
                         failed=self.failed, eta=eta)
 
     def status(self, text: str) -> None:
+        """What the sweep does now (``importing zoo:bert-base (3 of 62)``): the bar's label, or a line."""
+        self.phase = text
         if self.bar is not None:
             self.bar.update(self.task, description=text)
+        elif not self.total:  # preparing: each model's import is an event worth a line
+            self._line(text)
 
     def begin(self, jobs: int, resumed: int) -> None:
         self.total, self.t0 = jobs, time.monotonic()

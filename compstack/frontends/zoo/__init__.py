@@ -236,7 +236,8 @@ def _builder(entry: _Entry) -> Callable[[], Any]:
     return functools.partial(fn, entry.arg) if entry.arg else fn
 
 
-def load(name: str, cache_dir: str | Path | None = None, *, rebuild: bool = False) -> cir.SourceModel:
+def load(name: str, cache_dir: str | Path | None = None, *, rebuild: bool = False,
+         isolated: bool = True) -> cir.SourceModel:
     """Load a zoo model into the common IR, exporting it on a cache miss.
 
     Args:
@@ -244,6 +245,11 @@ def load(name: str, cache_dir: str | Path | None = None, *, rebuild: bool = Fals
         cache_dir: cache root; the entry lives in ``<cache_dir>/zoo/<name>-<key>/``.
             Default: :func:`default_cache_dir`.
         rebuild: ignore a cached entry, export again and replace it.
+        isolated: a real-tier model is built and exported in a worker process
+            (:func:`compstack.frontends.zoo._isolated.export_zoo_isolated`), which writes the
+            cache entry this process then reads: torch's memory for a 100 M-parameter
+            build and export (several GB) goes back with the worker, so a sweep of the
+            tier holds one exported model at a time. False: in this process (the worker).
 
     Returns:
         A :class:`compstack.core.ir.SourceModel` named ``zoo:NAME`` with ``origin="zoo"``,
@@ -266,9 +272,27 @@ def load(name: str, cache_dir: str | Path | None = None, *, rebuild: bool = Fals
         cached = _cache.read(folder, f"zoo:{short}")
         if cached is not None:
             return cached
+    if entry.tier == "real" and isolated:
+        return _load_isolated(short, root, folder)
     source = _build(short, entry)
     _cache.write(folder, source, entry.extra_dists, replace=existed)
     return source
+
+
+def _load_isolated(short: str, root: Path, folder: Path) -> cir.SourceModel:
+    """Export real-tier model ``short`` into the cache in a worker; read the entry back.
+
+    Raises:
+        ExportError: the builder or an exporter failed in the worker (its stage and line),
+            or the worker died, passed its limit or left no readable entry (stage ``build``).
+    """
+    from compstack.frontends.zoo._isolated import export_zoo_isolated
+
+    export_zoo_isolated(short, root)
+    cached = _cache.read(folder, f"zoo:{short}")
+    if cached is None:
+        raise ExportError(f"zoo:{short}: the export worker left no readable cache entry in {folder}", "build")
+    return cached
 
 
 def _foreign_versions(short: str, entry: _Entry) -> dict[str, str]:

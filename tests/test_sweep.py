@@ -172,6 +172,30 @@ def test_cli_sweep_json_and_last_matrix(models: list[str], tmp_path: Path, isola
     assert f"{speed:.3g}×" in html and html.count('class="status s-ok"') == 4  # 2 models x 2 targets
 
 
+def test_cli_sweep_tier_and_dashboard_file(tmp_path: Path, isolated_env: Path) -> None:
+    """``--tier TIER`` sweeps that zoo tier; ``-o`` writes the sweep's dashboard, and a bad ``-o``
+    or ``--tier`` with ``--last`` is one line before any work."""
+    from compstack.frontends import zoo
+
+    page = tmp_path / "dash.html"
+    p = run_cli("sweep", "--tier", "toy", "--targets", "reference", "--no-latency", "--json", "-o", str(page))
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out["models"] == [f"zoo:{n}" for n in zoo.names(available_only=True, tier="toy")]
+    assert out["dashboard"]["path"] == str(page) and out["dashboard"]["bytes"] == page.stat().st_size
+    html = page.read_text()
+    assert f"sweep {out['sweep_id']}" in html and "zoo:cnn" in html
+    assert "importing zoo:mlp (1 of " in p.stderr  # each model's import is a progress line off a terminal
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    t0 = time.monotonic()
+    p = run_cli("sweep", "--tier", "real", "--targets", "ort-cpu", "-o", str(blocker / "dash.html"))
+    assert p.returncode == 2 and p.stderr.startswith("compstack: error: -o ") and "Traceback" not in p.stderr
+    assert time.monotonic() - t0 < 60  # refused before the first real model is exported
+    p = run_cli("sweep", "--last", "--tier", "real")
+    assert p.returncode == 2 and "give no models or --tier" in p.stderr
+
+
 def test_cli_ray_errors_are_one_line(models: list[str], isolated_env: Path) -> None:
     t0 = time.monotonic()
     p = run_cli("sweep", models[0], "--targets", "ort-cpu", "--executor", "ray", "--ray-address", "127.0.0.1:9")

@@ -27,6 +27,9 @@ class SweepFlags:
         n_jobs: jobs at a time, or None.
         resume: skip jobs the database already has.
         last, matrix: show the newest stored sweep (``matrix``: its status matrix).
+        tier: also sweep every zoo model of this tier (``toy``, ``real``, ``all``), or None.
+        out: write the sweep's dashboard (:func:`compstack.report.dashboard.write_dashboard`)
+            to this ``.html`` file, or None.
     """
 
     baseline: str | None = None
@@ -36,6 +39,8 @@ class SweepFlags:
     resume: bool = False
     last: bool = False
     matrix: bool = False
+    tier: str | None = None
+    out: str | None = None
 
 
 def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: ModelFlags,
@@ -52,22 +57,31 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
     from compstack.sweep._matrix import summarize, summary_of_db
 
     cfg = settings(cache_dir=model.cache_dir, db=run.db)
+    if flags.out is not None:
+        from compstack.cli.common import check_writable_file
+
+        if not flags.out.strip():
+            raise UserError(f"-o {flags.out!r}: an empty path; give the FILE.html to write")
+        check_writable_file(flags.out, "-o")  # before any work: a bad -o is one line, exit 2
     if flags.last or flags.matrix:
-        if models:
-            raise UserError("sweep --last: give no models (it shows the newest stored sweep)")
+        if models or flags.tier:
+            raise UserError("sweep --last: give no models or --tier (it shows the newest stored sweep)")
         db = ResultsDB(cfg.db, cfg.db_busy_timeout_s)
         try:
-            return summary_of_db(db)
+            summary = summary_of_db(db)
         finally:
             db.close()
+        return _with_dashboard(summary, cfg.db, flags)
     for flag, value in (("save_inputs", run.save_inputs), ("save_outputs", run.save_outputs)):
         if value:
             raise UserError(f"--{flag.replace('_', '-')}: not available with sweep")
     if flags.ray_address and flags.executor != "ray":
         raise UserError("--ray-address needs --executor ray")
+    from compstack.frontends import zoo
     from compstack.sweep._models import expand_models
 
-    specs = expand_models(models)
+    tiered = [f"zoo:{n}" for n in zoo.names(available_only=True, tier=flags.tier)] if flags.tier else []
+    specs = expand_models([*models, *tiered])
     targets = registry.resolve(targets_spec)
     baseline = flags.baseline or next((t for t in registry.with_role("baseline") if t in targets), targets[0])
     if baseline not in targets:
@@ -88,6 +102,20 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
     if options.tuned:  # --tuned: what it meant per target (each row's flags.tuned_as), in the summary too
         summary["tuned"] = {"budget_s": options.tuned_budget_s, "targets": dict(options.tuned),
                             "defaults": "not run by a sweep: an untuned sweep of the same models gives them"}
+    return _with_dashboard(summary, cfg.db, flags)
+
+
+def _with_dashboard(summary: dict[str, Any], db: Any, flags: SweepFlags) -> dict[str, Any]:
+    """With ``-o``: write the dashboard of ``summary``'s sweep (``report --sweep -o``'s page)
+    and record the file, its size and the baseline under ``summary["dashboard"]``."""
+    if flags.out is None:
+        return summary
+    from pathlib import Path
+
+    from compstack.report.dashboard import write_dashboard
+
+    dash, size = write_dashboard(db, Path(flags.out), summary.get("sweep_id"), flags.baseline)
+    summary["dashboard"] = {"path": flags.out, "bytes": size, "baseline": dash["baseline"]}
     return summary
 
 
@@ -118,11 +146,15 @@ def _executor(flags: SweepFlags) -> Any:
                    "that ended ok or deterministically failed.")
 @click.option("--last", is_flag=True, help="Show the newest stored sweep instead of running one.")
 @click.option("--matrix", is_flag=True, help="With --last: print its status matrix.")
+@click.option("--tier", type=click.Choice(["toy", "real", "all"]), default=None,
+              help="Also sweep every zoo model of this tier (compstack zoo --tier TIER lists them).")
+@click.option("-o", "--output", "out", default=None, metavar="FILE.html",
+              help="Write the sweep's dashboard here (as compstack report --sweep -o does).")
 @model_options
 @run_options
 def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, executor: str, ray_address: str | None,
-          n_jobs: int | None, resume: bool, last: bool, matrix: bool, model_flags: ModelFlags,
-          run_flags: RunFlags) -> None:
+          n_jobs: int | None, resume: bool, last: bool, matrix: bool, tier: str | None, out: str | None,
+          model_flags: ModelFlags, run_flags: RunFlags) -> None:
     """Run every MODEL (zoo:NAME, zoo:*, file.onnx, a folder of .onnx, @list.txt) on every target.
 
     Exit status: 0 when every row is ok, unsupported or unavailable; 1 otherwise; 2 on bad input.
@@ -131,10 +163,10 @@ def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, exec
 
         \b
         compstack sweep zoo:mlp zoo:cnn --targets ort-cpu,tvm-llvm --no-latency
-        compstack sweep @models.txt --targets cpu --executor ray --resume
+        compstack sweep --tier real --targets cpu --no-latency --resume -o dash.html
         compstack sweep --last --matrix
     """
-    flags = SweepFlags(baseline, executor, ray_address, n_jobs, resume, last, matrix)
+    flags = SweepFlags(baseline, executor, ray_address, n_jobs, resume, last, matrix, tier, out)
     summary = cli_sweep(list(models), targets_spec, flags, model_flags, run_flags)
     if run_flags.as_json:
         click.echo(json.dumps(summary, indent=1, default=str))
@@ -146,5 +178,8 @@ def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, exec
             click.echo(f"  --tuned {target}: {means}")
         if summary.get("tuned"):
             click.echo(f"  --tuned: default runs {summary['tuned']['defaults']}")
+        if summary.get("dashboard"):
+            d = summary["dashboard"]
+            click.echo(f"wrote {d['path']} ({d['bytes'] / 1024:.1f} KiB): the dashboard, baseline {d['baseline']}")
     if any(c["status"] in BAD for cells in summary["matrix"].values() for c in cells.values()):
         sys.exit(1)

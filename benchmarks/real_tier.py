@@ -1,0 +1,144 @@
+"""The zoo's real tier on the CPU stacks, numerics only (issue #23 part 6): wall time cold and
+warm, and per stack the compile time, peak memory, pass rate and where failures happened.
+
+Runs ``compstack sweep MODELS --targets TARGETS --no-latency --resume --db DB`` as a
+subprocess (its progress lines go to this terminal), then reads every row of that sweep back
+from the results database and prints, per target:
+
+* rows, ``ok`` (numerics agree with the reference), the non-ok rows by ``status@stage`` and by
+  ``fault`` (stack / compstack / undefined / unknown);
+* compile time (``compile_s``: the stack's lower + compile, seconds) over the rows that have
+  one: median, geometric mean, max;
+* the worker's peak resident memory (``peak_rss_compile_mb``, ``peak_rss_run_mb``: the
+  kernel's high-water mark of the job's process, MiB): median and max.
+
+Cold means an empty cache folder (every model built and exported, every artifact compiled);
+warm runs the same sweep again on that cache with a new database (nothing resumed: every
+row is a store hit or an XLA/Inductor compile). ``--resume`` makes a killed cold run go on
+where it stopped: run the same command again with the same ``--work`` folder.
+
+Usage:
+    python3 benchmarks/real_tier.py                                 # the whole tier x every CPU stack
+    python3 benchmarks/real_tier.py --models resnet18,distilbert --targets ort-cpu,openvino-cpu
+    python3 benchmarks/real_tier.py --work DIR --no-warm             # resume a killed cold run in DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+
+def _sweep(models: list[str], targets: str, cache: Path, db: Path, timeout: float) -> tuple[float, int, str]:
+    """Run the sweep; returns (wall seconds, exit status, sweep id)."""
+    argv = [sys.executable, "-m", "compstack.cli", "sweep", *models, "--targets", targets, "--no-latency",
+            "--resume", "--db", str(db), "--timeout", str(timeout), "--json"]
+    env = {**os.environ, "COMPSTACK_CACHE_DIR": str(cache)}
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env=env)  # stderr: the progress lines
+    wall = time.monotonic() - t0
+    try:
+        sweep_id = json.loads(proc.stdout)["sweep_id"]
+    except (ValueError, KeyError):
+        sweep_id = ""
+    return wall, proc.returncode, sweep_id
+
+
+def _rows(db: Path, sweep_id: str) -> list[dict[str, Any]]:
+    with sqlite3.connect(db) as conn:
+        conn.row_factory = sqlite3.Row
+        cur = conn.execute("SELECT target, status, stage, fault, compile_s, peak_rss_compile_mb, peak_rss_run_mb "
+                           "FROM results WHERE sweep_id = ? AND target != 'reference'", (sweep_id,))
+        return [dict(r) for r in cur.fetchall()]
+
+
+def _geo(xs: list[float]) -> float:
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def _fmt(x: float | None, spec: str = ".3g") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-target figures of the sweep's rows (see the module docstring)."""
+    out = []
+    for target in sorted({r["target"] for r in rows}):
+        mine = [r for r in rows if r["target"] == target]
+        comp = [r["compile_s"] for r in mine if r["compile_s"]]
+        mem_c = [r["peak_rss_compile_mb"] for r in mine if r["peak_rss_compile_mb"]]
+        mem_r = [r["peak_rss_run_mb"] for r in mine if r["peak_rss_run_mb"]]
+        bad = Counter(f"{r['status']}@{r['stage']}" for r in mine if r["status"] not in ("ok", "imprecise"))
+        out.append({"target": target, "rows": len(mine),
+                    "ok": sum(r["status"] in ("ok", "imprecise") for r in mine),
+                    "compile_median_s": statistics.median(comp) if comp else None,
+                    "compile_geomean_s": _geo(comp) if comp else None, "compile_max_s": max(comp, default=None),
+                    "rss_compile_median_mb": statistics.median(mem_c) if mem_c else None,
+                    "rss_compile_max_mb": max(mem_c, default=None),
+                    "rss_run_max_mb": max(mem_r, default=None),
+                    "failures": dict(bad.most_common()),
+                    "faults": dict(Counter(r["fault"] for r in mine if r["fault"]).most_common())})
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="", help="comma-separated real-tier names (default: the whole tier)")
+    ap.add_argument("--targets", default="cpu")
+    ap.add_argument("--work", default="", help="folder for the cache and the databases (default: a new temp folder)")
+    ap.add_argument("--timeout", type=float, default=900.0, help="per job, seconds (the sweep's --timeout)")
+    ap.add_argument("--no-warm", action="store_true", help="skip the warm run")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    from compstack.frontends import zoo
+
+    names = [n.strip() for n in args.models.split(",") if n.strip()] or zoo.names(tier="real")
+    models = [f"zoo:{n}" for n in names]
+    import tempfile
+
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="compstack-real-tier-"))
+    work.mkdir(parents=True, exist_ok=True)
+    cache = work / "cache"
+    print(f"real tier: {len(models)} models x {args.targets}; work folder {work}", file=sys.stderr, flush=True)
+    cold_s, cold_rc, cold_id = _sweep(models, args.targets, cache, work / "cold.sqlite", args.timeout)
+    result: dict[str, Any] = {"models": len(models), "targets": args.targets, "cold_s": cold_s,
+                              "cold_exit": cold_rc, "load_after_cold": os.getloadavg(), "cpus": os.cpu_count()}
+    if cold_id:
+        result["per_target"] = summarize(_rows(work / "cold.sqlite", cold_id))
+    if not args.no_warm:
+        warm_db = work / f"warm-{int(time.time())}.sqlite"
+        result["warm_s"], result["warm_exit"], _ = _sweep(models, args.targets, cache, warm_db, args.timeout)
+        result["warm_over_cold"] = result["warm_s"] / cold_s if cold_s else None
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    print(f"\n{len(models)} models x {args.targets}, --no-latency, {os.cpu_count()} CPUs")
+    print(f"cold: {cold_s:.0f} s (exit {cold_rc})" + (f"; warm: {result['warm_s']:.0f} s "
+                                                        f"(x{result['warm_over_cold']:.2f} of cold)"
+                                                        if "warm_s" in result else ""))
+    print("\n| target | ok/rows | compile median s | geomean s | max s | peak RSS compile median/max MiB "
+          "| run max MiB | non-ok by status@stage | faults |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for t in result.get("per_target", []):
+        fails = ", ".join(f"{k} {v}" for k, v in t["failures"].items()) or "-"
+        faults = ", ".join(f"{k} {v}" for k, v in t["faults"].items()) or "-"
+        print(f"| {t['target']} | {t['ok']}/{t['rows']} | {_fmt(t['compile_median_s'])} | "
+              f"{_fmt(t['compile_geomean_s'])} | {_fmt(t['compile_max_s'])} | "
+              f"{_fmt(t['rss_compile_median_mb'], '.0f')}/{_fmt(t['rss_compile_max_mb'], '.0f')} | "
+              f"{_fmt(t['rss_run_max_mb'], '.0f')} | {fails} | {faults} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -196,6 +196,25 @@ def test_cli_sweep_tier_and_dashboard_file(tmp_path: Path, isolated_env: Path) -
     assert p.returncode == 2 and "give no models or --tier" in p.stderr
 
 
+def test_sweep_rows_are_judged_as_compare_judges_them(tmp_path: Path, isolated_env: Path) -> None:
+    """One judge (issue #24) in the sweep too: a float32 cancellation beyond the tolerance but
+    within the float32 noise floor is ``imprecise`` (agrees), as in compare. The sweep used
+    the tolerance alone and called it a mismatch (ResNet-50: 4 stacks at rel L2 2e-5)."""
+    import numpy as np
+
+    from test_verdict import _cancellation
+
+    path, feeds = _cancellation(tmp_path)
+    np.savez(tmp_path / "in.npz", **feeds)
+    p = run_cli("sweep", str(path), "--targets", "ort-cpu", "--inputs", str(tmp_path / "in.npz"), "--no-latency",
+                "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads(p.stdout)["matrix"][str(path)]["ort-cpu"]["status"] in ("ok", "imprecise")
+    with sqlite3.connect(isolated_env / "results.sqlite") as conn:
+        outputs = json.loads(conn.execute("SELECT outputs_json FROM results WHERE target = 'ort-cpu'").fetchone()[0])
+    assert outputs[0]["kind"] == "imprecise" and outputs[0]["floor"] > 0, outputs
+
+
 def test_cli_ray_errors_are_one_line(models: list[str], isolated_env: Path) -> None:
     t0 = time.monotonic()
     p = run_cli("sweep", models[0], "--targets", "ort-cpu", "--executor", "ray", "--ray-address", "127.0.0.1:9")

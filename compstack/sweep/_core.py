@@ -96,6 +96,8 @@ class _Model:
     ref_note: str = ""
     ref_done: bool = False
     left: int = 0  # target jobs whose row is not made yet: at 0 the reference outputs are let go
+    feeds: dict[str, Any] = field(default_factory=dict)  # input set 0 (the compared one), for the oracle
+    oracle: Any = None  # the float64 reference's CheckedOracle (noise floor, UB rules, second opinion)
     waiting: dict[str, JobOutcome] = field(default_factory=dict)  # target outcomes waiting for the reference
 
 
@@ -174,6 +176,7 @@ class _Runner:
         m.expected = {str(v.name): v.dtype.numpy() for v in source.model.graph.outputs if v.dtype is not None}
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
+        m.feeds = dict(sets[0])
         m.common = S.job_fields(m.stack, canonical, inputs_path, self.cfg, self.copts, source)
         return m
 
@@ -225,16 +228,35 @@ class _Runner:
         if self.progress is not None:
             self.progress.done(m.spec, result)
 
+    def run_now(self, m: _Model, name: str, opts: Mapping[str, str], latency: bool, tag: str = "",
+                **over: Any) -> JobOutcome:
+        """One job of model ``m`` run at once in its own worker process, outside the
+        executor's slots: the oracle's float64 second opinion and a translated path's eager
+        check (compare's ``run``), needed only for a row beyond tolerance."""
+        from compstack.run.executors import ProcessExecutor
+
+        job = Job(**{**m.common, "target": name, "target_ref": registry.ref(name),
+                     "workdir": str(m.work / f"{name}{tag}"), "options": dict(opts), "latency": None, **over})
+        outcome = ProcessExecutor().run(job, self.copts.limits)
+        outcome.extra["outputs"] = S._load_outputs(job) if outcome.status == "ok" else None
+        return outcome
+
     def finish_target(self, m: _Model, name: str, outcome: JobOutcome) -> None:
-        """Turn a phase-1 outcome into a row once the reference is known."""
+        """Turn a phase-1 outcome into a row once the reference is known: judged as compare
+        judges (the float64 reference's noise floor and checks; a translated path's eager
+        check for its mismatch)."""
         no_latency = replace(self.copts, latency=None)
-        result = S._to_result(outcome, m.ref_outputs, m.expected, no_latency, m.ref_note)
+        opts = self.copts.target_options.get(name, {})
+        from compstack.run.executors import ProcessExecutor
+
+        eager = (ProcessExecutor(), S._eager_job(name, opts, m.work, m.common))
+        result = S._to_result(outcome, m.ref_outputs, m.expected, no_latency, m.ref_note, eager, m.oracle)
         if result.flags.get("path") != "native" and m.stack is not None:
             result.flags = {**m.stack.flags(), **result.flags}
             S._hint_opset(result, m.stack)
         m.left -= 1
-        if m.left <= 0:  # every target compared: a real model's float64 outputs are large (GPT-2 logits 51 MB)
-            m.ref_outputs = None
+        if m.left <= 0:  # every target compared: a real model's float64 outputs are large (GPT-2 logits 51 MB),
+            m.ref_outputs, m.oracle = None, None  # and the oracle's float32/float64 intermediates larger
         if result.status == "ok" and self.copts.latency is not None:
             opts = self.copts.target_options.get(name, {})
             self.pending_latency[(m.index, name)] = (result, self.job(m, name, opts, True, tag=f"{name}.latency"))
@@ -271,7 +293,13 @@ class _Runner:
     def _reference_done(self, m: _Model, outcome: JobOutcome) -> None:
         name, opts = m.ref
         if outcome.status == "ok":
+            from compstack.run.oracle import checked_oracle
+
             m.ref_outputs = outcome.extra["outputs"]
+            if m.stack is not None:
+                run = lambda *a, **k: self.run_now(m, *a, **k)  # noqa: E731 - compare's run(target, opts, latency, ...)
+                m.oracle = checked_oracle(m.report, m.ref_outputs, run, m.stack.path, m.feeds, m.work / "oracle",
+                                          S._store_model)
         else:
             m.ref_note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
             m.report.reference["error"] = m.ref_note

@@ -88,12 +88,13 @@ def test_tvm_tuning_budget_gives_a_tuned_row_then_reuses_its_records(isolated_en
 
 @pytest.mark.slow
 def test_a_task_whose_tuning_raises_keeps_the_default_schedule(isolated_env: Path) -> None:
-    """Issue #26 part 3 on its own example: tuning zoo:bert, MetaSchedule raises a
+    """Issue #26 part 3 on its own example: tuning zoo:bert (2 trials a task), MetaSchedule raises a
     ScheduleError on one task (reverse-compute-at); that task keeps TVM's default schedule,
     the others are tuned, and the row is ok and names the task and the error."""
     if metaschedule_problem():
         pytest.skip(metaschedule_problem())
-    proc = run_cli("compare", "zoo:bert", "--targets", "tvm-llvm", "--option", "tvm-llvm:tune=60s", "--json",
+    # trials, not a budget: every task gets its turn whatever the machine's load
+    proc = run_cli("compare", "zoo:bert", "--targets", "tvm-llvm", "--option", "tvm-llvm:tune_trials=2", "--json",
                    "--no-latency")
     row = _row(proc, "tvm-llvm")
     assert row["status"] == "ok", row["error"]
@@ -101,6 +102,7 @@ def test_a_task_whose_tuning_raises_keeps_the_default_schedule(isolated_env: Pat
     raised = [u for u in tuning["untuned"] if "ScheduleError" in u["why"]]
     assert raised and tuning["tasks_tuned"] >= 1, tuning["untuned"]
     assert tuning["tasks_tuned"] + tuning["tasks_untuned"] == tuning["tasks"] > tuning["tasks_tuned"]
+    assert len(raised) == tuning["tasks_untuned"]  # no budget: only the tasks that raised stay untuned
     assert raised[0]["task"] in tuning["summary"] and "ScheduleError" in tuning["summary"]
 
 

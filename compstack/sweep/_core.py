@@ -245,10 +245,10 @@ class _Runner:
         """Turn a phase-1 outcome into a row once the reference is known: judged as compare
         judges (the float64 reference's noise floor and checks; a translated path's eager
         check for its mismatch)."""
-        no_latency = replace(self.copts, latency=None)
-        opts = self.copts.target_options.get(name, {})
         from compstack.run.executors import ProcessExecutor
 
+        no_latency = replace(self.copts, latency=None)
+        opts = self.copts.target_options.get(name, {})
         eager = (ProcessExecutor(), S._eager_job(name, opts, m.work, m.common))
         result = S._to_result(outcome, m.ref_outputs, m.expected, no_latency, m.ref_note, eager, m.oracle)
         if result.flags.get("path") != "native" and m.stack is not None:
@@ -258,7 +258,6 @@ class _Runner:
         if m.left <= 0:  # every target compared: a real model's float64 outputs are large (GPT-2 logits 51 MB),
             m.ref_outputs, m.oracle = None, None  # and the oracle's float32/float64 intermediates larger
         if result.status == "ok" and self.copts.latency is not None:
-            opts = self.copts.target_options.get(name, {})
             self.pending_latency[(m.index, name)] = (result, self.job(m, name, opts, True, tag=f"{name}.latency"))
             return
         self.record(m, result)
@@ -303,6 +302,7 @@ class _Runner:
         else:
             m.ref_note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
             m.report.reference["error"] = m.ref_note
+        m.feeds = {}  # the oracle keeps its own copy
         m.ref_done = True
         for target, waiting in list(m.waiting.items()):
             self.finish_target(m, target, waiting)

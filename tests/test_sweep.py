@@ -192,6 +192,8 @@ def test_cli_sweep_tier_and_dashboard_file(tmp_path: Path, isolated_env: Path) -
     p = run_cli("sweep", "--tier", "real", "--targets", "ort-cpu", "-o", str(blocker / "dash.html"))
     assert p.returncode == 2 and p.stderr.startswith("compstack: error: -o ") and "Traceback" not in p.stderr
     assert time.monotonic() - t0 < 60  # refused before the first real model is exported
+    p = run_cli("sweep", "zoo:mlp", "--targets", "ort-cpu", "-o", str(tmp_path))  # a folder: refused before the sweep
+    assert p.returncode == 2 and "a folder; give the FILE.html" in p.stderr and "zoo:mlp" not in p.stderr
     p = run_cli("sweep", "--last", "--tier", "real")
     assert p.returncode == 2 and "give no models or --tier" in p.stderr
 

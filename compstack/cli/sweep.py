@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
@@ -62,6 +63,8 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
 
         if not flags.out.strip():
             raise UserError(f"-o {flags.out!r}: an empty path; give the FILE.html to write")
+        if Path(flags.out).is_dir():
+            raise UserError(f"-o {flags.out}: a folder; give the FILE.html to write")
         check_writable_file(flags.out, "-o")  # before any work: a bad -o is one line, exit 2
     if flags.last or flags.matrix:
         if models or flags.tier:
@@ -110,8 +113,6 @@ def _with_dashboard(summary: dict[str, Any], db: Any, flags: SweepFlags) -> dict
     and record the file, its size and the baseline under ``summary["dashboard"]``."""
     if flags.out is None:
         return summary
-    from pathlib import Path
-
     from compstack.report.dashboard import write_dashboard
 
     dash, size = write_dashboard(db, Path(flags.out), summary.get("sweep_id"), flags.baseline)

@@ -265,7 +265,7 @@ class _Runner:
     def on_start(self, key: JobKey) -> None:
         self._started[key] = time.monotonic()
         if self.progress is not None:
-            self.progress.started(key)
+            self.progress.started(key, self.models[key[0]].spec if isinstance(key, tuple) else "")
 
     def on_done(self, key: JobKey, outcome: JobOutcome) -> None:
         """Phase 1: a job ended."""

@@ -38,7 +38,7 @@ class SweepProgress:
                             console=self.console, transient=True) if self.live else None
         self.task: Any = None
         self.total = self.done_n = self.running = self.failed = 0
-        self.t0 = time.monotonic()
+        self.t0 = self.jobs_t0 = time.monotonic()  # the lines' clock runs from the start; the ETA from the jobs'
         self.lines = enabled and not self.live
         self.phase = "preparing"  # the last status(): what the sweep is doing between job events
         self._stop = threading.Event()
@@ -70,7 +70,7 @@ class SweepProgress:
             return
         eta = "-"
         if self.done_n:
-            left = (time.monotonic() - self.t0) / self.done_n * (self.total - self.done_n)
+            left = (time.monotonic() - self.jobs_t0) / self.done_n * (self.total - self.done_n)
             eta = f"{left:.0f} s"
         self.bar.update(self.task, total=self.total, completed=self.done_n, running=self.running,
                         failed=self.failed, eta=eta)
@@ -84,7 +84,7 @@ class SweepProgress:
             self._line(text)
 
     def begin(self, jobs: int, resumed: int) -> None:
-        self.total, self.t0 = jobs, time.monotonic()
+        self.total, self.jobs_t0 = jobs, time.monotonic()
         self.status(f"jobs ({resumed} resumed)")
         self._update()
 
@@ -93,11 +93,13 @@ class SweepProgress:
         self.status(what)
         self._update()
 
-    def started(self, key: Any) -> None:
+    def started(self, key: Any, model: str = "") -> None:
+        """A job started: ``key`` is (model index, target; ``""`` for the model's reference)
+        and ``model`` the model as given (``zoo:bert-base``)."""
         self.running += 1
         self._update()
-        if isinstance(key, tuple) and len(key) == 2:  # (model index, target; "" for the float64 reference)
-            self._line(f"start {key[1] or 'reference'} on model {key[0] + 1}")
+        if isinstance(key, tuple) and len(key) == 2:
+            self._line(f"start {key[1] or 'reference'} on {model or f'model {key[0] + 1}'}")
         else:
             self._line(f"start {key}")
 
@@ -108,6 +110,8 @@ class SweepProgress:
         self._update()
 
     def done(self, model: str, result: Any) -> None:
-        if not self.quiet:
-            self.console.print(f"  {model:<24} {result.target:<16} {result.status}"
-                               + (f" ({result.stage})" if result.stage else ""), highlight=False)
+        line = f"  {model:<24} {result.target:<16} {result.status}" + (f" ({result.stage})" if result.stage else "")
+        if self.lines:
+            self._line(line.strip())
+        elif not self.quiet:
+            self.console.print(line, highlight=False)

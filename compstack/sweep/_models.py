@@ -29,7 +29,7 @@ def expand_models(specs: Iterable[str], base: Path | None = None) -> list[str]:
             if item not in out:
                 out.append(item)
     if not out:
-        raise UserError("sweep: no model given (zoo:NAME, zoo:*, file.onnx, a folder or @list.txt)")
+        raise UserError("sweep: no model given (zoo:NAME, zoo:*, file.onnx, a folder, @list.txt or --tier TIER)")
     return out
 
 

@@ -298,6 +298,12 @@ class ProcessExecutor(Executor):
 
 #: Seconds a pool worker may take to import its target class and say ``ready``.
 POOL_START_TIMEOUT_S = 120.0
+#: A pool worker whose resident memory (its process tree) is above this many MiB when a job
+#: ends is stopped, not kept: an allocator seldom gives a large job's memory back, and seven
+#: stacks' workers idle at 1.6-3 GB each after real-size models (the daemon keeps them ten
+#: minutes) pushed the next jobs of a real-tier sweep into the kernel's OOM killer on a
+#: 24 GB machine. The next job of that target starts a fresh worker (its import again).
+RECYCLE_RSS_MB = 1536
 
 
 class PoolExecutor(Executor):
@@ -310,13 +316,16 @@ class PoolExecutor(Executor):
         max_idle: idle workers kept per key (None: all); a worker returned beyond it is
             stopped, so a burst of parallel jobs leaves one warm worker per target, not one
             per job (the daemon keeps 1).
+        recycle_rss_mb: a worker above this resident memory when its job ends is stopped
+            (:data:`RECYCLE_RSS_MB`; 0: never).
     """
 
     name = "pool"
 
     def __init__(self, start_timeout_s: float = POOL_START_TIMEOUT_S, poll_s: float = 0.05,
-                 max_idle: int | None = None) -> None:
+                 max_idle: int | None = None, recycle_rss_mb: int = RECYCLE_RSS_MB) -> None:
         self.start_timeout_s = start_timeout_s
+        self.recycle_rss_mb = recycle_rss_mb
         self.poll_s = poll_s
         self.max_idle = max_idle
         self._idle: dict[tuple[Any, ...], list[Any]] = {}
@@ -356,9 +365,13 @@ class PoolExecutor(Executor):
             return w
 
     def _checkin(self, w: Any) -> None:
+        from compstack.core.procs import tree_rss_bytes
+
+        big = (self.recycle_rss_mb and w.proc is not None and w.proc.poll() is None
+               and tree_rss_bytes(w.proc.pid) > self.recycle_rss_mb * 2**20)
         with self._lock:
             idle = self._idle.setdefault(w.key, [])
-            if self.max_idle is not None and len(idle) >= self.max_idle:
+            if big or (self.max_idle is not None and len(idle) >= self.max_idle):
                 w.kill()
                 self._all.remove(w)
                 return

@@ -133,6 +133,8 @@ def test_fault_rules_name_compstack_for_its_own_code_and_the_stack_for_the_rest(
     assert attribute(_row(stage="lower", log=ours, error="TypeError: x")).fault == "compstack"
     assert attribute(_row(stage="lower", log=ours, flags={"path": "native"})).fault == "stack"
     assert attribute(_row(stage="import", error="export failed")).fault == "compstack"
+    killed = _row(status="crashed", stage="import", error="worker died by SIGKILL (possibly the kernel's OOM killer)")
+    assert attribute(killed).fault == "unknown"  # killed loading the model: neither a stack's code nor ours
     assert attribute(_row(status="unsupported", unsupported_ops=["Foo"])).fault == "compstack"
     assert attribute(_row(status="unsupported", unsupported_ops=["Foo"], flags={})).fault == "stack"
     assert attribute(_row(status="timeout", stage="compile", error="killed")).fault == "stack"

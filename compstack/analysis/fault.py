@@ -21,7 +21,7 @@ Every non-ok row of compare, sweep and conformance gets ``fault`` (one of
 * ``undefined``: the verdict says the graph's result is undefined (a UB rule of
   :mod:`compstack.fuzz.ub` fired; status or verdict ``undefined``).
 * ``unknown``: the rest (the stack is not installed here; no reference to compare
-  with; a native framework path's mismatch, where the reference ran compstack's ONNX
+  with; a worker killed or lost while it loaded the model, before any stack ran; a native framework path's mismatch, where the reference ran compstack's ONNX
   export of the program, so either may be wrong: ``compstack explain`` tells them
   apart).
 
@@ -118,6 +118,9 @@ def attribute(row: Any, eager_agrees: bool | None = None, eager_note: str = "") 
         if translated:
             return Fault("compstack", f"compstack's translation has no converter for {ops or first}")
         return Fault("stack", f"the stack does not support {ops or first}")
+    if stage == "import" and status in _LOST:  # killed while loading the model: no code of a stack or ours to blame
+        return Fault("unknown", f"the worker was {status} while it loaded the model (the machine's memory or time, "
+                                f"not a stack's code): {first}")
     if stage == "import":
         return Fault("compstack", f"compstack's import/export/harness failed ({status}): {first}")
     if status == "mismatch":

@@ -298,11 +298,9 @@ class ProcessExecutor(Executor):
 
 #: Seconds a pool worker may take to import its target class and say ``ready``.
 POOL_START_TIMEOUT_S = 120.0
-#: A pool worker whose resident memory (its process tree) is above this many MiB when a job
-#: ends is stopped, not kept: an allocator seldom gives a large job's memory back, and seven
-#: stacks' workers idle at 1.6-3 GB each after real-size models (the daemon keeps them ten
-#: minutes) pushed the next jobs of a real-tier sweep into the kernel's OOM killer on a
-#: 24 GB machine. The next job of that target starts a fresh worker (its import again).
+#: A pool worker above this resident memory (MiB, its process tree) when a job ends is stopped,
+#: not kept: seven stacks' workers idling at 1.6-3 GB each after real-size models pushed a
+#: real-tier sweep's next jobs into the OOM killer on 24 GB. The next job starts a fresh one.
 RECYCLE_RSS_MB = 1536
 
 

@@ -58,7 +58,7 @@ def report(last: bool, run_id: str | None, sweep: bool, baseline: str | None, ou
 
         dash, size = write_dashboard(cfg.db, Path(out), baseline=baseline)
         click.echo(f"wrote {out} ({size / 1024:.1f} KiB): sweep {dash['sweep']['sweep_id']} "
-                   f"({len(dash['models'])} models x {len(dash['targets'])} targets, baseline {dash['baseline']})")
+                   f"({_n(len(dash['models']), 'model')} x {_n(len(dash['targets']), 'target')}, baseline {dash['baseline']})")
         return
     if baseline:
         raise UserError("--baseline: only with --sweep (a sweep's dashboard)")
@@ -72,3 +72,8 @@ def report(last: bool, run_id: str | None, sweep: bool, baseline: str | None, ou
     data, size = write_report(cfg.db, Path(out), run_id)
     what = f"{data.rows[0]['model_name']}, {len(data.rows)} targets" if data.rows else "conformance run"
     click.echo(f"wrote {out} ({size / 1024:.1f} KiB): run {data.run_id} ({what})")
+
+
+def _n(count: int, noun: str) -> str:
+    """``1 target``, ``7 targets``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -26,7 +26,7 @@ from compstack.sweep import (
 )
 from conftest import TESTS, make_mlp, run_cli, said
 
-for _name, _cls in [("crash-segfault", "SegfaultTarget"), ("crash-hang", "HangTarget")]:
+for _name, _cls in [("crash-segfault", "SegfaultTarget"), ("crash-hang", "HangTarget"), ("crash-raise", "RaiseTarget")]:
     if _name not in registry.names():
         registry.register(_name, f"crashy:{_cls}")
 
@@ -215,6 +215,31 @@ def test_sweep_rows_are_judged_as_compare_judges_them(tmp_path: Path, isolated_e
     with sqlite3.connect(isolated_env / "results.sqlite") as conn:
         outputs = json.loads(conn.execute("SELECT outputs_json FROM results WHERE target = 'ort-cpu'").fetchone()[0])
     assert outputs[0]["kind"] == "imprecise" and outputs[0]["floor"] > 0, outputs
+
+
+def test_bundle_faults_writes_a_bundle_per_stack_fault_and_the_dashboard_links_it(tmp_path: Path,
+                                                                                    isolated_env: Path) -> None:
+    """``sweep --bundle-faults``: the stack's failure (crash-raise) gets an explain bundle, the
+    row's flags name it and the dashboard links it; an ok row gets none."""
+    from compstack import api
+    from compstack.report.dashboard import load_dashboard
+    from compstack.sweep import LocalExecutor
+    from compstack.sweep._bundles import bundle_sweep_faults
+
+    model = str(make_mlp(tmp_path / "m.onnx"))
+    sweep = _sweep([model], ["ort-cpu", "crash-raise"], tmp_path, LocalExecutor(1))
+    db = tmp_path / "results.sqlite"
+    seen: list[str] = []
+    done = bundle_sweep_faults(db, sweep.sweep_id, tmp_path / "bundles",
+                               lambda m, t, out: api.explain_model(m, t, out_dir=out, time_budget_s=30),
+                               lambda m, t, where: seen.append(f"{t}:{where}"))
+    assert list(done) == [model] and list(done[model]) == ["crash-raise"], done
+    where = Path(done[model]["crash-raise"])
+    assert where == tmp_path / "bundles" / "m.onnx" / "crash-raise" and (where / "ISSUE.md").is_file()
+    assert seen == ["crash-raise:start", f"crash-raise:{where}"]
+    cell = load_dashboard(db)["grid"][model]["crash-raise"]
+    assert cell["status"] == "failed" and str(where) in cell["bundle"]
+    assert not load_dashboard(db)["grid"][model]["ort-cpu"]["bundle"]
 
 
 def test_cli_ray_errors_are_one_line(models: list[str], isolated_env: Path) -> None:

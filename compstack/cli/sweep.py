@@ -31,6 +31,8 @@ class SweepFlags:
         tier: also sweep every zoo model of this tier (``toy``, ``real``, ``all``), or None.
         out: write the sweep's dashboard (:func:`compstack.report.dashboard.write_dashboard`)
             to this ``.html`` file, or None.
+        bundle_faults: write an explain bundle for each ``stack`` fault under this folder
+            (:func:`compstack.sweep._bundles.bundle_sweep_faults`), or None.
     """
 
     baseline: str | None = None
@@ -42,6 +44,7 @@ class SweepFlags:
     matrix: bool = False
     tier: str | None = None
     out: str | None = None
+    bundle_faults: str | None = None
 
 
 def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: ModelFlags,
@@ -105,7 +108,26 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
     if options.tuned:  # --tuned: what it meant per target (each row's flags.tuned_as), in the summary too
         summary["tuned"] = {"budget_s": options.tuned_budget_s, "targets": dict(options.tuned),
                             "defaults": "not run by a sweep: an untuned sweep of the same models gives them"}
+    if flags.bundle_faults:
+        summary["bundles"] = _bundles(summary["sweep_id"], cfg.db, Path(flags.bundle_faults), model, run)
     return _with_dashboard(summary, cfg.db, flags)
+
+
+def _bundles(sweep_id: str, db: Path, folder: Path, model: ModelFlags, run: RunFlags) -> dict[str, dict[str, str]]:
+    """``--bundle-faults``: an explain bundle per ``stack`` fault of the sweep, each named on
+    stderr as it starts and ends (an explain takes up to 120 s)."""
+    from compstack import api
+    from compstack.sweep._bundles import bundle_sweep_faults
+
+    def explain(spec: str, target: str, out: Path) -> Any:
+        return api.explain_model(spec, target, out_dir=out, time_budget_s=120.0, timeout_s=run.timeout,
+                                 cache_dir=model.cache_dir)
+
+    def say(spec: str, target: str, where: str) -> None:
+        what = "explaining (up to 120 s)" if where == "start" else where
+        click.echo(f"bundle {spec} {target}: {what}", err=True)
+
+    return bundle_sweep_faults(db, sweep_id, folder, explain, say)
 
 
 def _with_dashboard(summary: dict[str, Any], db: Any, flags: SweepFlags) -> dict[str, Any]:
@@ -151,11 +173,14 @@ def _executor(flags: SweepFlags) -> Any:
               help="Also sweep every zoo model of this tier (compstack zoo --tier TIER lists them).")
 @click.option("-o", "--output", "out", default=None, metavar="FILE.html",
               help="Write the sweep's dashboard here (as compstack report --sweep -o does).")
+@click.option("--bundle-faults", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="For each row whose fault is the stack's, write an explain bundle under DIR/MODEL/TARGET "
+                   "(the dashboard links it).")
 @model_options
 @run_options
 def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, executor: str, ray_address: str | None,
           n_jobs: int | None, resume: bool, last: bool, matrix: bool, tier: str | None, out: str | None,
-          model_flags: ModelFlags, run_flags: RunFlags) -> None:
+          bundle_faults: str | None, model_flags: ModelFlags, run_flags: RunFlags) -> None:
     """Run every MODEL (zoo:NAME, zoo:*, file.onnx, a folder of .onnx, @list.txt) on every target.
 
     Exit status: 0 when every row is ok, unsupported or unavailable; 1 otherwise; 2 on bad input.
@@ -167,7 +192,7 @@ def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, exec
         compstack sweep --tier real --targets cpu --no-latency --resume -o dash.html
         compstack sweep --last --matrix
     """
-    flags = SweepFlags(baseline, executor, ray_address, n_jobs, resume, last, matrix, tier, out)
+    flags = SweepFlags(baseline, executor, ray_address, n_jobs, resume, last, matrix, tier, out, bundle_faults)
     summary = cli_sweep(list(models), targets_spec, flags, model_flags, run_flags)
     if run_flags.as_json:
         click.echo(json.dumps(summary, indent=1, default=str))

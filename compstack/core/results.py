@@ -389,6 +389,20 @@ class ResultsDB:
         if self.warning and self.warning not in report.warnings:
             report.warnings.append(self.warning)
 
+    def set_row_flag(self, row_id: int, key: str, value: Any) -> None:
+        """Set ``flags[key]`` of the stored result row ``row_id`` (a sweep row's explain
+        bundle, written after the row), committed at once.
+
+        Raises:
+            UserError: the database cannot be written.
+        """
+        if self.conn is None:
+            raise UserError(self.warning or f"--db {self.path}: cannot write results database")
+        row = self.conn.execute("SELECT flags_json FROM results WHERE id = ?", (row_id,)).fetchone()
+        flags = {**json.loads(row[0] or "{}"), key: value} if row else {key: value}
+        with self.conn:
+            self.conn.execute("UPDATE results SET flags_json = ? WHERE id = ?", (json.dumps(flags, default=str), row_id))
+
     def run_status(self, report: Report, status: str, command: str = "compare") -> None:
         """Record the run in the ``runs`` table: ``running`` at the start, then ``done``,
         ``interrupted`` (Ctrl-C, SIGTERM) or ``failed`` (compstack's own error)."""

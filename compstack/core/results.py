@@ -390,18 +390,12 @@ class ResultsDB:
             report.warnings.append(self.warning)
 
     def set_row_flag(self, row_id: int, key: str, value: Any) -> None:
-        """Set ``flags[key]`` of the stored result row ``row_id`` (a sweep row's explain
-        bundle, written after the row), committed at once.
-
-        Raises:
-            UserError: the database cannot be written.
-        """
+        """Set ``flags[key]`` of stored row ``row_id`` now (a sweep row's bundle); UserError if unwritable."""
         if self.conn is None:
             raise UserError(self.warning or f"--db {self.path}: cannot write results database")
-        row = self.conn.execute("SELECT flags_json FROM results WHERE id = ?", (row_id,)).fetchone()
-        flags = {**json.loads(row[0] or "{}"), key: value} if row else {key: value}
         with self.conn:
-            self.conn.execute("UPDATE results SET flags_json = ? WHERE id = ?", (json.dumps(flags, default=str), row_id))
+            self.conn.execute("UPDATE results SET flags_json = json_set(coalesce(flags_json, '{}'), ?, ?) WHERE id = ?",
+                              (f"$.{key}", value, row_id))
 
     def run_status(self, report: Report, status: str, command: str = "compare") -> None:
         """Record the run in the ``runs`` table: ``running`` at the start, then ``done``,

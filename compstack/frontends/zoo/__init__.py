@@ -256,8 +256,9 @@ def load(name: str, cache_dir: str | Path | None = None, *, rebuild: bool = Fals
         ``example_inputs`` (numpy, by ONNX input name: float32 for images and
         features, int64 for token ids/masks) and ``val_ranges``. ``native`` is the
         ``torch.nn.Module`` (a JAX model: its :class:`compstack.frontends.native.NativeProgram`)
-        when the model was exported by this call, and ``None`` when it came from the
-        cache (pass ``rebuild=True`` to get it, or use :func:`native`).
+        when the model was exported by this call in this process, and ``None`` when it
+        came from the cache or from a real-tier model's export worker (use :func:`native`;
+        ``rebuild=True`` with ``isolated=False`` builds it here).
 
     Raises:
         UserError: unknown name, or a missing optional package (transformers,
@@ -273,13 +274,13 @@ def load(name: str, cache_dir: str | Path | None = None, *, rebuild: bool = Fals
         if cached is not None:
             return cached
     if entry.tier == "real" and isolated:
-        return _load_isolated(short, root, folder)
+        return _load_isolated(short, root, folder, rebuild)
     source = _build(short, entry)
     _cache.write(folder, source, entry.extra_dists, replace=existed)
     return source
 
 
-def _load_isolated(short: str, root: Path, folder: Path) -> cir.SourceModel:
+def _load_isolated(short: str, root: Path, folder: Path, rebuild: bool) -> cir.SourceModel:
     """Export real-tier model ``short`` into the cache in a worker; read the entry back.
 
     Raises:
@@ -288,7 +289,7 @@ def _load_isolated(short: str, root: Path, folder: Path) -> cir.SourceModel:
     """
     from compstack.frontends.zoo._isolated import export_zoo_isolated
 
-    export_zoo_isolated(short, root)
+    export_zoo_isolated(short, root, rebuild=rebuild)
     cached = _cache.read(folder, f"zoo:{short}")
     if cached is None:
         raise ExportError(f"zoo:{short}: the export worker left no readable cache entry in {folder}", "build")

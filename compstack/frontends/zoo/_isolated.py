@@ -31,10 +31,11 @@ _BOOT = ("import sys; del sys.path[0]; from compstack.frontends.zoo._isolated im
          "sys.exit(main(sys.argv[1:]))")
 
 
-def export_zoo_isolated(short: str, cache_root: Path, timeout_s: float = ZOO_EXPORT_TIMEOUT_S) -> int:
+def export_zoo_isolated(short: str, cache_root: Path, timeout_s: float = ZOO_EXPORT_TIMEOUT_S,
+                        rebuild: bool = False) -> int:
     """Build and export the real-tier zoo model ``short`` into the zoo cache under
     ``cache_root`` in a worker process (:func:`compstack.frontends.zoo.load` with
-    ``isolated=False`` there); the caller reads the entry the worker wrote.
+    ``isolated=False`` there, and ``rebuild``); the caller reads the entry the worker wrote.
 
     Returns:
         The worker's peak resident memory (its process tree), bytes.
@@ -46,7 +47,7 @@ def export_zoo_isolated(short: str, cache_root: Path, timeout_s: float = ZOO_EXP
     """
     out = Path(tempfile.mkdtemp(prefix="compstack-zoo-export-"))
     try:
-        status, rc, peak = supervise(f"zoo:{short}", out, timeout_s, 0, 0.2, extra=[str(cache_root)], boot=_BOOT)
+        status, rc, peak = supervise(f"zoo:{short}", out, timeout_s, 0, 0.2, extra=[str(cache_root), *(["--rebuild"] if rebuild else [])], boot=_BOOT)
         if (out / "error.json").exists():
             err = json.loads((out / "error.json").read_text())
             raise ExportError(err["error"], err.get("stage", "build"))
@@ -62,13 +63,13 @@ def export_zoo_isolated(short: str, cache_root: Path, timeout_s: float = ZOO_EXP
 
 
 def main(argv: list[str]) -> int:
-    """The worker: ``zoo:NAME OUT CACHE_ROOT``; writes ``OUT/done``, or ``OUT/error.json``
-    with the error's line and stage."""
+    """The worker: ``zoo:NAME OUT CACHE_ROOT [--rebuild]``; writes ``OUT/done``, or
+    ``OUT/error.json`` with the error's line and stage."""
     from compstack.frontends import zoo
 
     spec, out, cache_root = argv[0], Path(argv[1]), Path(argv[2])
     try:
-        zoo.load(spec.removeprefix("zoo:"), cache_dir=cache_root, isolated=False)
+        zoo.load(spec.removeprefix("zoo:"), cache_dir=cache_root, isolated=False, rebuild="--rebuild" in argv[3:])
     except UserError as exc:
         line = str(exc).splitlines()[0] if str(exc) else "error"
         stage = exc.stage if isinstance(exc, ExportError) else "build"

@@ -123,6 +123,19 @@ def test_a_real_model_is_exported_in_a_worker(tmp_path) -> None:
     assert again.returncode == 0 and again.stdout == first.stdout, again.stderr[-2000:]
 
 
+def test_the_export_workers_error_is_one_export_error(tmp_path) -> None:
+    """What the export worker raises comes back as one ExportError line with its stage (here
+    the worker's zoo lookup refuses the name), not a traceback or a silent empty cache."""
+    from compstack.core.errors import ExportError
+    from compstack.frontends.zoo._isolated import export_zoo_isolated
+
+    with pytest.raises(ExportError) as info:
+        export_zoo_isolated("no-such-model", tmp_path)
+    assert info.value.stage == "build" and "no-such-model" in str(info.value)
+    assert len(str(info.value).splitlines()) == 1 and "Traceback" not in str(info.value)
+    assert not (tmp_path / "zoo").exists() or not any((tmp_path / "zoo").iterdir())
+
+
 def test_an_export_failure_is_a_row_per_target(tmp_path) -> None:
     torch = pytest.importorskip("torch")
     import sqlite3

@@ -156,3 +156,19 @@ def exit_for(report: Any) -> None:
     machine or the stack, not failures)."""
     if any(r.status in BAD or r.latency_error for r in report.results):
         sys.exit(1)
+
+
+def fault_explainer(model_flags: ModelFlags, run_flags: RunFlags, progress: bool = False) -> Any:
+    """``explain(model, target, out_dir)`` for ``--bundle-faults`` (compare and sweep): an
+    explain bundle of one stack fault within 120 s, with the run's ``--timeout`` and cache;
+    ``progress``: each explain step as a line on stderr (an explain can take minutes)."""
+    from compstack import api
+
+    def say(line: str) -> None:
+        print(f"  explain: {line}", file=sys.stderr, flush=True)
+
+    def explain(spec: str, target: str, out: Path) -> Any:
+        return api.explain_model(spec, target, out_dir=out, time_budget_s=120.0, timeout_s=run_flags.timeout,
+                                 cache_dir=model_flags.cache_dir, on_progress=say if progress else None)
+
+    return explain

@@ -141,11 +141,7 @@ def run(model: str, target: str, model_flags: ModelFlags, run_flags: RunFlags, w
 
 def _bundle_faults(report: Any, model: str, folder: Path, model_flags: ModelFlags, run_flags: RunFlags) -> None:
     """``--bundle-faults``: an explain bundle per ``stack`` fault (:func:`compstack.run.faults.bundle_faults`)."""
-    from compstack import api
+    from compstack.cli.common import fault_explainer
     from compstack.run.faults import bundle_faults
 
-    def explain(spec: str, target: str, out: Path) -> Any:
-        return api.explain_model(spec, target, out_dir=out, time_budget_s=120.0, timeout_s=run_flags.timeout,
-                                 cache_dir=model_flags.cache_dir)
-
-    bundle_faults(report, model, folder, explain)
+    bundle_faults(report, model, folder, fault_explainer(model_flags, run_flags))

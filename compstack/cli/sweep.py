@@ -116,18 +116,14 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
 def _bundles(sweep_id: str, db: Path, folder: Path, model: ModelFlags, run: RunFlags) -> dict[str, dict[str, str]]:
     """``--bundle-faults``: an explain bundle per ``stack`` fault of the sweep, each named on
     stderr as it starts and ends (an explain takes up to 120 s)."""
-    from compstack import api
+    from compstack.cli.common import fault_explainer
     from compstack.sweep._bundles import bundle_sweep_faults
-
-    def explain(spec: str, target: str, out: Path) -> Any:
-        return api.explain_model(spec, target, out_dir=out, time_budget_s=120.0, timeout_s=run.timeout,
-                                 cache_dir=model.cache_dir)
 
     def say(spec: str, target: str, where: str) -> None:
         what = "explaining (up to 120 s)" if where == "start" else where
         click.echo(f"bundle {spec} {target}: {what}", err=True)
 
-    return bundle_sweep_faults(db, sweep_id, folder, explain, say)
+    return bundle_sweep_faults(db, sweep_id, folder, fault_explainer(model, run, progress=True), say)
 
 
 def _with_dashboard(summary: dict[str, Any], db: Any, flags: SweepFlags) -> dict[str, Any]:

@@ -39,7 +39,8 @@ from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.run.oracle import CheckedOracle, checked_oracle, judge_row
 from compstack.run.tuned import attach_default, default_row
 
-__all__ = ["CompareOptions", "StackModel", "compare", "job_fields", "model_file", "stack_model_file", "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
+__all__ = ["CompareOptions", "StackModel", "compare", "job_fields", "model_file", "run_one", "stack_model_file",
+           "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
 
 #: Largest model (FLOPs of MatMul/Gemm/Conv) the float64 reference evaluator is used for.
 FLOAT64_MAX_FLOPS = 20e9
@@ -324,13 +325,7 @@ def compare(
         common = job_fields(stack, canonical, inputs_path, settings, options, source)
 
         def run(name: str, opts: Mapping[str, str], latency: bool, tag: str = "", **over: Any) -> JobOutcome:
-            job = Job(**{**common, "target": name, "target_ref": _ref_of(name), "workdir": str(work / (name + tag)),
-                         "options": dict(opts), "latency": vars(options.latency) if latency and options.latency else None,
-                         **over})
-            outcome = executor.run(job, options.limits)
-            _keep_numerics_of_latency_fault(outcome)
-            outcome.extra["outputs"] = _load_outputs(job) if outcome.status == "ok" else None
-            return outcome
+            return run_one(executor, common, work, options, name, opts, latency, tag, **over)
 
         ref_outputs, ref_note = _run_reference(run, ref_name, ref_opts, report, on_start)
         oracle = checked_oracle(report, ref_outputs, run, stack.path, sets[0], work, _store_model)
@@ -427,6 +422,21 @@ def _eager_job(name: str, opts: Mapping[str, str], work: Path, common: Mapping[s
     for the fault of its mismatch (:func:`compstack.run.faults.eager_check`)."""
     return Job(target=name, target_ref=_ref_of(name), workdir=str(work / f"{name}.eager"), options=dict(opts),
                kind="evaluate", params={"mode": "eager", "request": "run"}, **common)
+
+
+def run_one(executor: Executor, common: Mapping[str, Any], work: Path, options: CompareOptions, name: str,
+            opts: Mapping[str, str], latency: bool, tag: str = "", **over: Any) -> JobOutcome:
+    """One job of a comparison (``common``: :func:`job_fields`) for target ``name`` with
+    ``opts``, run through ``executor`` under ``options.limits`` in ``work/<name><tag>``
+    (``over`` replaces job fields); its outputs in ``extra["outputs"]`` when ok.
+    ``latency``: measure with ``options.latency``."""
+    job = Job(**{**common, "target": name, "target_ref": _ref_of(name), "workdir": str(work / (name + tag)),
+                 "options": dict(opts), "latency": vars(options.latency) if latency and options.latency else None,
+                 **over})
+    outcome = executor.run(job, options.limits)
+    _keep_numerics_of_latency_fault(outcome)
+    outcome.extra["outputs"] = _load_outputs(job) if outcome.status == "ok" else None
+    return outcome
 
 
 def _to_result(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expected: Mapping[str, Any],

@@ -235,11 +235,7 @@ class _Runner:
         check (compare's ``run``), needed only for a row beyond tolerance."""
         from compstack.run.executors import ProcessExecutor
 
-        job = Job(**{**m.common, "target": name, "target_ref": registry.ref(name),
-                     "workdir": str(m.work / f"{name}{tag}"), "options": dict(opts), "latency": None, **over})
-        outcome = ProcessExecutor().run(job, self.copts.limits)
-        outcome.extra["outputs"] = S._load_outputs(job) if outcome.status == "ok" else None
-        return outcome
+        return S.run_one(ProcessExecutor(), m.common, m.work, self.copts, name, opts, latency, tag, **over)
 
     def finish_target(self, m: _Model, name: str, outcome: JobOutcome) -> None:
         """Turn a phase-1 outcome into a row once the reference is known: judged as compare

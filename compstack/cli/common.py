@@ -158,10 +158,10 @@ def exit_for(report: Any) -> None:
         sys.exit(1)
 
 
-def fault_explainer(model_flags: ModelFlags, run_flags: RunFlags, progress: bool = False) -> Any:
+def fault_explainer(model_flags: ModelFlags, run_flags: RunFlags) -> Any:
     """``explain(model, target, out_dir)`` for ``--bundle-faults`` (compare and sweep): an
     explain bundle of one stack fault within 120 s, with the run's ``--timeout`` and cache;
-    ``progress``: each explain step as a line on stderr (an explain can take minutes)."""
+    each explain step is a line on stderr (an explain can take minutes)."""
     from compstack import api
 
     def say(line: str) -> None:
@@ -169,6 +169,6 @@ def fault_explainer(model_flags: ModelFlags, run_flags: RunFlags, progress: bool
 
     def explain(spec: str, target: str, out: Path) -> Any:
         return api.explain_model(spec, target, out_dir=out, time_budget_s=120.0, timeout_s=run_flags.timeout,
-                                 cache_dir=model_flags.cache_dir, on_progress=say if progress else None)
+                                 cache_dir=model_flags.cache_dir, on_progress=say)
 
     return explain

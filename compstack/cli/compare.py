@@ -144,4 +144,4 @@ def _bundle_faults(report: Any, model: str, folder: Path, model_flags: ModelFlag
     from compstack.cli.common import fault_explainer
     from compstack.run.faults import bundle_faults
 
-    bundle_faults(report, model, folder, fault_explainer(model_flags, run_flags, progress=True))
+    bundle_faults(report, model, folder, fault_explainer(model_flags, run_flags))

@@ -123,7 +123,7 @@ def _bundles(sweep_id: str, db: Path, folder: Path, model: ModelFlags, run: RunF
         what = "explaining (up to 120 s)" if where == "start" else where
         click.echo(f"bundle {spec} {target}: {what}", err=True)
 
-    return bundle_sweep_faults(db, sweep_id, folder, fault_explainer(model, run, progress=True), say)
+    return bundle_sweep_faults(db, sweep_id, folder, fault_explainer(model, run), say)
 
 
 def _with_dashboard(summary: dict[str, Any], db: Any, flags: SweepFlags) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from compstack.core.envs import env_key, find_env, list_envs, pip_sources, split
 from compstack.core.errors import UnavailableError, UserError
 from compstack.core.store import Store
 from compstack.explain.versions import VersionBisect, _search, pick_range, write_issue
+from compstack.run.jobs import JobOutcome, outcome_to_json
 from compstack.run.releases import check_version
 from compstack.targets.releases import recipe
 from conftest import run_cli, said
@@ -99,6 +100,23 @@ def test_worker_refuses_a_stack_of_another_release() -> None:
     check_version("ort-cpu", {"onnxruntime": "1.32.0"})
     with pytest.raises(UnavailableError, match="imported onnxruntime 1.32.0, not 1.20.0"):
         check_version("ort-cpu@1.20.0", {"onnxruntime": "1.32.0"})
+
+
+class _NoCopyStr(str):
+    """Like TVM 0.25's ``tvm_ffi.core.String``: a ``str`` subclass that must never be copied."""
+
+    def __reduce_ex__(self, protocol: object) -> object:
+        raise AssertionError("copied")
+
+
+def test_outcome_json_never_copies_a_stacks_values() -> None:
+    # A release's worker writes values its stack made (TVM 0.25's llvm_get_system_cpu()
+    # is a tvm_ffi String); dataclasses.asdict deep-copied them and the worker segfaulted.
+    out = JobOutcome(target="tvm-llvm@0.25.0", flags={"target": {"mcpu": _NoCopyStr("znver3"), "n": [1, 2.5]}},
+                     extra={"ok": True})
+    back = JobOutcome.from_json(json.loads(outcome_to_json(out)))
+    assert back.flags == {"target": {"mcpu": "znver3", "n": [1, 2.5]}} and back.extra == {"ok": True}
+    assert type(back.flags["target"]["mcpu"]) is str
 
 
 @pytest.mark.parametrize("n,flip,skip", [(36, 13, set()), (16, 1, {3, 4}), (2, 1, set()), (9, 8, {7})])

@@ -461,5 +461,20 @@ def write_stages(lowered: Any, folder: Path, done: list[str], compiled: Any = No
     return names
 
 
+def _plain(x: Any) -> Any:
+    """``x`` as plain JSON values, never copied: a stack's ``str`` subclass (TVM 0.25's
+    ``tvm_ffi.core.String``) becomes a ``str``. ``dataclasses.asdict`` deep-copies, and a
+    deep copy of a TVM 0.25 object drops a reference it never took (the worker segfaults)."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    for t in (bool, int, float, str):
+        if isinstance(x, t):
+            return t(x)
+    return x
+
+
 def outcome_to_json(outcome: JobOutcome) -> str:
-    return json.dumps(asdict(outcome), default=str)
+    """``outcome`` as JSON (values that JSON has no form for: ``str()``)."""
+    return json.dumps({f: _plain(getattr(outcome, f)) for f in outcome.__dataclass_fields__}, default=str)

@@ -72,8 +72,8 @@ SUPPORTED: dict[str, str] = {
     "ort-cpu": "checked 1.15.0 .. 1.32.0 (every release the registry serves for Python 3.11)",
     "iree-llvm-cpu": "checked 2.9.0 .. 3.13.0 (every release the registry serves; 3.7.1 runs with runtime 3.7.0, "
                      "the registry has no runtime 3.7.1)",
-    "tvm-llvm": "checked 0.26.0 .. 0.27.0.post1; 0.25.x not supported: its env builds (apache-tvm-ffi 0.1.12, "
-                "the only ffi it loads with) but the worker dies by SIGSEGV in TVMFFIObjectDecRef before lowering",
+    "tvm-llvm": "checked 0.25.0 .. 0.27.0.post1 (every release the registry serves; 0.25.x with apache-tvm-ffi "
+                "0.1.12, the only ffi it loads with)",
     "openvino-cpu": "checked 2025.4.0 .. 2026.4.1 (the last 10 releases)",
 }
 

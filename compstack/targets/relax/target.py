@@ -200,7 +200,7 @@ class TvmLlvmTarget(Target):
         from tvm.target import codegen
 
         return {"kind": "llvm", "num-cores": self.options.num_cores or os.cpu_count() or 1,
-                "mcpu": self.options.mcpu or codegen.llvm_get_system_cpu()}
+                "mcpu": self.options.mcpu or str(codegen.llvm_get_system_cpu())}  # 0.25: a tvm_ffi String
 
     def flags(self) -> dict[str, Any]:
         """Target dict, pipeline, opt level; ``tuned`` (MetaSchedule ran or its records were applied)."""

@@ -17,7 +17,7 @@ from compstack.frontends.zoo import _real
 from conftest import run_cli
 
 REAL = zoo.names(tier="real")
-FAMILIES = {"cnn", "segmentation", "detection", "encoder", "decoder", "encoder-decoder", "vit", "audio",
+FAMILIES = {"mlp", "cnn", "segmentation", "detection", "encoder", "decoder", "encoder-decoder", "vit", "audio",
             "diffusion", "clip", "recsys", "rnn"}
 
 
@@ -25,7 +25,7 @@ def test_listing_reads_metadata_only_and_imports_no_torch() -> None:
     code = ("import json, sys; from compstack.frontends import zoo; "
             "rows = [zoo.real_info(n) for n in zoo.names(tier='real')]; "
             "print(json.dumps({'rows': rows, 'heavy': sorted(m for m in ('torch', 'transformers', 'diffusers') "
-            "if m in sys.modules)}))")
+            "if m in sys.modules) + sorted(m for m in sys.modules if m.split('.')[0] in ('timm', 'torchvision'))}))")
     out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert out["heavy"] == []
     rows = out["rows"]
@@ -33,7 +33,7 @@ def test_listing_reads_metadata_only_and_imports_no_torch() -> None:
     assert {r["family"] for r in rows} == FAMILIES
     for r in rows:
         assert r["tier"] == "real" and r["params"] > 1_000_000, r["name"]
-        assert r["source"]["library"] in ("transformers", "diffusers", "torch") and r["source"]["version"]
+        assert r["source"]["library"] in ("transformers", "diffusers", "timm", "torch") and r["source"]["version"]
         assert r["inputs"] and all(i["shape"][0] >= 1 for i in r["inputs"]) and r["settings"]["batch"] >= 1
     opsets = {r["name"]: r["opset"] for r in rows if r["name"].startswith("zoo:resnet50")}
     assert opsets == {"zoo:resnet50": 20, "zoo:resnet50-opset18": 18, "zoo:resnet50-opset23": 23}
@@ -95,7 +95,7 @@ def test_example_inputs_match_the_metadata() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["resnet18", "distilbert", "mobilenet-v2", "lstm-lm", "dlrm-small"])
+@pytest.mark.parametrize("name", ["resnet18", "distilbert", "mobilenet-v2", "lstm-lm", "dlrm-small", "mobilenet-v3-small"])
 def test_real_model_end_to_end(name: str, tmp_path) -> None:
     env = {"COMPSTACK_CACHE_DIR": str(tmp_path / "cache"), "COMPSTACK_DB": str(tmp_path / "db.sqlite")}
     proc = run_cli("compare", f"zoo:{name}", "--targets", "ort-cpu,openvino-cpu", "--no-latency", "--json", env=env)
@@ -163,3 +163,36 @@ def test_an_export_failure_is_a_row_per_target(tmp_path) -> None:
         rows = conn.execute("SELECT target, status, stage, error FROM results ORDER BY target").fetchall()
     assert [r[:3] for r in rows] == [("ort-cpu", "failed", "torch.export"), ("tvm-llvm", "failed", "torch.export")]
     assert rows[0][3] == str(info.value)
+
+
+def test_timm_imports_without_torchvision_and_leaves_none_behind() -> None:
+    # timm is installed --no-deps (its torchvision would replace the CPU torch); its import
+    # gets placeholder torchvision modules that raise when used, and nothing outside timm
+    # finds a torchvision afterwards.
+    code = ("import importlib.util, json, sys\n"
+            "from compstack.frontends.zoo._timm import import_timm\n"
+            "timm = import_timm()\n"
+            "from timm.layers import create_norm\n"
+            "try:\n    create_norm.FrozenBatchNorm2d(3); used = 'ran'\n"
+            "except ImportError as e:\n    used = str(e)\n"
+            "print(json.dumps({'left': sorted(m for m in sys.modules if m.startswith('torchvision')),\n"
+            "    'spec': importlib.util.find_spec('torchvision') is not None, 'used': used,\n"
+            "    'meta': [type(f).__name__ for f in sys.meta_path]}))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    real_tv = subprocess.run([sys.executable, "-c", "import torchvision"], capture_output=True).returncode == 0
+    if not real_tv:
+        assert out["left"] == [] and not out["spec"] and "_Finder" not in out["meta"]
+        assert "torchvision is not importable here" in out["used"]
+
+
+def test_a_timm_entry_is_timms_model() -> None:
+    torch = pytest.importorskip("torch")
+    from compstack.frontends.zoo._real_build import build
+
+    built = build("mobilenet-v3-small")
+    assert type(built.module.model).__module__ == "timm.models.mobilenetv3"
+    with torch.no_grad():
+        out = built.module(**built.inputs)
+    assert tuple(out.shape) == (1, 1000) and bool(torch.isfinite(out).all()) and float(out.std()) > 1e-3

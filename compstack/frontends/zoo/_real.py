@@ -10,11 +10,13 @@ standard library, so ``compstack zoo --tier real`` lists the tier without buildi
 The builders live in :mod:`compstack.frontends.zoo._real_build`; nothing is downloaded
 (configs are built in code, weights drawn from a fixed seed).
 
-torchvision and timm are not used: the PyPI torchvision that pins torch 2.13 is a CUDA
-build that fails to import beside torch 2.13+cpu, and timm imports torchvision at import
-(``timm.layers.create_norm``). The CNN families come from ``transformers`` (ResNet,
-MobileNet V1/V2, EfficientNet, ConvNeXt, RegNet, BiT, DeepLabV3 heads); DenseNet,
-SqueezeNet, Inception and MobileNet V3 have no transformers constructor and are left out.
+torchvision is not used: the PyPI torchvision that pins torch 2.13 is a CUDA build that
+fails to import beside torch 2.13+cpu. Most CNN families come from ``transformers`` (ResNet,
+MobileNet V1/V2, EfficientNet, ConvNeXt, RegNet, BiT, DeepLabV3 heads); MobileNet V3,
+DenseNet, Inception, ResNeXt, GhostNet, VGG, MLP-Mixer and MaxViT come from ``timm``
+(``timm.create_model(name, pretrained=False)``), installed with ``--no-deps`` and imported
+through :mod:`compstack.frontends.zoo._timm`. SqueezeNet, GoogLeNet and torchvision's
+detection and segmentation heads exist only in torchvision and are left out.
 """
 
 from __future__ import annotations
@@ -44,11 +46,13 @@ class RealSpec:
     Attributes:
         name: zoo name (``resnet50``), used as ``zoo:resnet50``.
         family: ``cnn``, ``segmentation``, ``detection``, ``encoder``, ``decoder``,
-            ``encoder-decoder``, ``vit``, ``audio``, ``diffusion``, ``clip``, ``recsys``, ``rnn``.
+            ``encoder-decoder``, ``vit``, ``mlp``, ``audio``, ``diffusion``, ``clip``, ``recsys``,
+            ``rnn``.
         library: the distribution whose constructor builds it (``transformers``,
-            ``diffusers``, ``torch``); its version is read at build time.
-        model: the model class in that library (``ResNetModel``) or ``compstack:dlrm`` /
-            ``compstack:lstm_lm`` for compstack's own modules.
+            ``diffusers``, ``timm``, ``torch``); its version is read at build time.
+        model: the model class in that library (``ResNetModel``), timm's model name
+            (``densenet121``), or ``compstack:dlrm`` / ``compstack:lstm_lm`` for
+            compstack's own modules.
         config: the config class (``ResNetConfig``); ``""`` for diffusers and own modules.
         kwargs: config (or diffusers ``__init__``) keyword arguments: the published size.
         inputs: the example inputs, batch 1.
@@ -56,7 +60,8 @@ class RealSpec:
         params: exact parameter count of the library model (shared weights once).
         published: the published checkpoint whose architecture this is.
         opset: ONNX opset of the export (``None``: the frontend's default, 20).
-        call: ``forward`` or ``decode`` (a VAE decoder).
+        call: ``forward``, ``decode`` (a VAE decoder) or ``positional`` (``forward(x)``:
+            timm).
     """
 
     name: str
@@ -282,6 +287,22 @@ _OTHER: list[RealSpec] = [
              "PyTorch word_language_model medium LSTM (Zaremba 2014; WikiText-2 vocab), bptt 35"),
 ]
 
+#: timm entries: (zoo name, family, timm name, image size, the published model).
+_TIMM: list[tuple[str, str, str, int, str]] = [
+    ("mobilenet-v3-large", "cnn", "mobilenetv3_large_100", 224, "MobileNetV3-Large 1.0 (Howard 2019)"),
+    ("mobilenet-v3-small", "cnn", "mobilenetv3_small_100", 224, "MobileNetV3-Small 1.0 (Howard 2019)"),
+    ("densenet121", "cnn", "densenet121", 224, "DenseNet-121 (Huang 2017)"),
+    ("inception-v3", "cnn", "inception_v3", 299, "Inception v3 (Szegedy 2016), 299x299"),
+    ("resnext50-32x4d", "cnn", "resnext50_32x4d", 224, "ResNeXt-50 32x4d (Xie 2017)"),
+    ("ghostnet-100", "cnn", "ghostnet_100", 224, "GhostNet 1.0 (Han 2020)"),
+    ("vgg16", "cnn", "vgg16", 224, "VGG-16 (Simonyan 2015)"),
+    ("mixer-b16", "mlp", "mixer_b16_224", 224, "MLP-Mixer B/16 (Tolstikhin 2021)"),
+    ("maxvit-tiny", "vit", "maxvit_tiny_tf_224", 224, "MaxViT-T (Tu 2022)"),
+]
+_OTHER += [RealSpec(name, fam, "timm", model, "", {}, _img(size), "logits", 0, f"{pub}; timm {model}",
+                    call="positional")
+           for name, fam, model, size, pub in _TIMM]
+
 
 def _from_rows() -> list[RealSpec]:
     out = [RealSpec(name, fam, _TF, model, cfg, kw, ins, outp, 0, pub)
@@ -364,6 +385,15 @@ _PARAMS: dict[str, int] = {
     "dlrm-small": 166899521,
     "lstm-lm": 28434378,
     "sd-vae-decoder": 49490199,
+    "mobilenet-v3-large": 5483032,
+    "mobilenet-v3-small": 2542856,
+    "densenet121": 7978856,
+    "inception-v3": 23834568,
+    "resnext50-32x4d": 25028904,
+    "ghostnet-100": 5182508,
+    "vgg16": 138357544,
+    "mixer-b16": 59880472,
+    "maxvit-tiny": 30916528,
 }
 
 #: The real tier by name, in table order.

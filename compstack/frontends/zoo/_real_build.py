@@ -19,6 +19,7 @@ from typing import Any
 from compstack.core.errors import UserError
 from compstack.frontends.zoo._common import Built, seeded
 from compstack.frontends.zoo._real import REAL, RealSpec
+from compstack.frontends.zoo._timm import TIMM_PIN, import_timm
 
 __all__ = ["build", "construct", "count_params", "library_version"]
 
@@ -28,10 +29,12 @@ def _library(spec: RealSpec) -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
+        if spec.library == "timm":
+            return import_timm()
         return importlib.import_module(spec.library)
     except ImportError as exc:
-        raise UserError(f"zoo model '{spec.name}' needs the '{spec.library}' package ({exc}); "
-                        "pip install 'compstack[all]'") from None
+        how = f"pip install --no-deps '{TIMM_PIN}'" if spec.library == "timm" else "pip install 'compstack[all]'"
+        raise UserError(f"zoo model '{spec.name}' needs the '{spec.library}' package ({exc}); {how}") from None
 
 
 def library_version(spec: RealSpec) -> str:
@@ -60,6 +63,8 @@ def construct(name: str, device: str = "cpu") -> Any:
     with torch.device(device):
         if spec.model.startswith("compstack:"):
             model = _own()[spec.model.split(":")[1]](**spec.kwargs)
+        elif spec.library == "timm":  # timm's own registry name; never pretrained (no download)
+            model = lib.create_model(spec.model, pretrained=False, **spec.kwargs)
         elif spec.config:
             kwargs = dict(spec.kwargs)
             sub = kwargs.get("backbone_config")
@@ -160,6 +165,8 @@ def _wrapper(names: tuple[str, ...]) -> Any:
 
         def run(self, **kw: torch.Tensor) -> torch.Tensor:
             fn: Any = self.model.decode if self.call == "decode" else self.model
+            if self.call == "positional":  # timm: forward(x)
+                return fn(*kw.values())
             return _pick(fn(**kw), self.key)
 
     class Ids(_Base):

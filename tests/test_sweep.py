@@ -8,6 +8,7 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,6 +111,30 @@ def test_local_sweep_then_resume(models: list[str], store: Path, local_sweep) ->
     reused = db.execute("SELECT COUNT(*) FROM results WHERE sweep_id = ? AND resumed_from IS NOT NULL",
                         (again.sweep_id,)).fetchone()[0]
     assert reused == 9
+
+
+class _Events:
+    """A sweep progress display that keeps the order of what happened."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *a, **k: self.seen.append((name, a[0] if a else None))
+
+
+def test_the_next_model_is_prepared_while_jobs_run(models: list[str], tmp_path: Path) -> None:
+    # the real tier spends 15-40 s exporting each model: the first jobs start before the
+    # last model is imported, not after every model is (a 73-model tier waited ~30 min)
+    events = _Events()
+    opts = CompareOptions(targets=["ort-cpu"], latency=None, limits=Limits(timeout_s=60.0))
+    cfg = settings(cache_dir=tmp_path / "cache", db=tmp_path / "results.sqlite")
+    sweep = run_sweep(SweepOptions(models, opts, "ort-cpu"), cfg, LocalExecutor(1), progress=events)
+    assert {r.status for r in sweep.rows.values()} == {"ok"} and sweep.jobs_run == 6
+    order = [(k, v) for k, v in events.seen if k in ("status", "started")]
+    first_job = next(i for i, (k, _) in enumerate(order) if k == "started")
+    last_import = max(i for i, (k, v) in enumerate(order) if k == "status" and str(v).startswith("importing"))
+    assert first_job < last_import, order
 
 
 def test_ray_matches_local(models: list[str], store: Path, local_sweep, ray_executor) -> None:

@@ -1,7 +1,9 @@
 """The sweep: models x targets through the jobs of :mod:`compstack.run.session`, in two phases.
 
 Phase 1 runs every (model, target) job and each model's reference with latency off, as
-many at a time as the executor has slots. Phase 2 measures latency of each job that came
+many at a time as the executor has slots. Models are prepared (imported, exported, their
+inputs written) one at a time, in the driver, whenever a slot would otherwise go idle: the
+next model's export runs while the jobs of the ones before it do. Phase 2 measures latency of each job that came
 out ``ok``, **one job at a time per node** (locally: one at a time), so no compstack job
 runs beside a measurement. A row is written to the results database as soon as it is
 final: a row that is not ``ok`` after phase 1 at once, an ``ok`` row after its latency
@@ -18,7 +20,7 @@ import json
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -50,9 +52,12 @@ class Executor(Protocol):
     name: str
 
     def run(self, jobs: list[tuple[JobKey, Job]], limits: Limits, exclusive: bool,
-            on_start: Callable[[JobKey], None], on_done: Callable[[JobKey, JobOutcome], None]) -> None:
+            on_start: Callable[[JobKey], None], on_done: Callable[[JobKey, JobOutcome], None],
+            more: Callable[[], list[tuple[JobKey, Job]] | None] | None = None) -> None:
         """Run every job, calling ``on_done`` (in this thread) as each ends; ``exclusive``:
-        one job at a time per node (latency). Outputs must be at ``job.outputs_path``."""
+        one job at a time per node (latency). ``more``, called in this thread when a slot
+        would go idle, returns the next jobs (``None``: no more). Outputs must be at
+        ``job.outputs_path``."""
 
     def describe(self) -> dict[str, Any]:
         """What ran the jobs (nodes, slots), for the report."""
@@ -367,12 +372,24 @@ def run_sweep(options: SweepOptions, settings: Settings, executor: Executor, pro
              "baseline": options.baseline}
     r.db.sweep_status(entry)
     try:
-        jobs = _plan(r, options)
-        sweep.phases["prepare_s"] = time.monotonic() - t0
+        plan = _plan(r, options)
+        prepare_s = 0.0
+
+        def more() -> list[tuple[JobKey, Job]] | None:
+            """The next model's jobs, prepared now (its export, while earlier jobs run)."""
+            nonlocal prepare_s
+            t = time.monotonic()
+            new = next(plan, None)
+            prepare_s += time.monotonic() - t
+            if new is not None and progress is not None:
+                progress.more(len(new), f"jobs ({r.resumed} resumed)")
+            return new
+
         if progress is not None:
-            progress.begin(len(jobs), r.resumed)
+            progress.begin(0, 0)
         t1 = time.monotonic()
-        executor.run(jobs, options.compare.limits, False, r.on_start, r.on_done)
+        executor.run([], options.compare.limits, False, r.on_start, r.on_done, more)
+        sweep.phases["prepare_s"] = prepare_s  # overlapped with phase 1's jobs
         sweep.phases["run_s"] = time.monotonic() - t1
         lat_jobs = [(key, job) for key, (_, job) in r.pending_latency.items()]
         if progress is not None and lat_jobs:
@@ -406,11 +423,10 @@ def run_sweep(options: SweepOptions, settings: Settings, executor: Executor, pro
     return sweep
 
 
-def _plan(r: _Runner, options: SweepOptions) -> list[tuple[JobKey, Job]]:
-    """Prepare every model; rows reused by ``--resume`` and rows of models that did not
-    import are written now; returns the phase-1 jobs (references first)."""
-    refs: list[tuple[JobKey, Job]] = []
-    jobs: list[tuple[JobKey, Job]] = []
+def _plan(r: _Runner, options: SweepOptions) -> Iterator[list[tuple[JobKey, Job]]]:
+    """Prepare the models one at a time, yielding each one's phase-1 jobs (its reference
+    first); rows reused by ``--resume`` and rows of a model that did not import are
+    written as the model is prepared (its list is then empty or short)."""
     for index, spec in enumerate(options.models):
         if r.progress is not None:
             r.progress.status(f"importing {spec} ({index + 1} of {len(options.models)})")
@@ -435,7 +451,4 @@ def _plan(r: _Runner, options: SweepOptions) -> list[tuple[JobKey, Job]]:
                 continue
             mine.append(((index, name), r.job(m, name, opts, latency=False)))
         m.source, m.left = None, len(mine)  # the model is on disk now; one at a time in memory (the real tier)
-        if mine:
-            refs.append(((index, ""), r.job(m, m.ref[0], m.ref[1], latency=False, tag="ref")))
-            jobs.extend(mine)
-    return refs + jobs
+        yield [((index, ""), r.job(m, m.ref[0], m.ref[1], latency=False, tag="ref")), *mine] if mine else []

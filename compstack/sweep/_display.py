@@ -80,7 +80,7 @@ class SweepProgress:
         self.phase = text
         if self.bar is not None:
             self.bar.update(self.task, description=text)
-        elif not self.total:  # preparing: each model's import is an event worth a line
+        elif text.startswith("importing") or not self.total:  # each model's import is an event worth a line
             self._line(text)
 
     def begin(self, jobs: int, resumed: int) -> None:

@@ -34,21 +34,27 @@ class LocalExecutor:
         return {"name": self.name, "nodes": 1, "slots": self.slots}
 
     def run(self, jobs: list[tuple[Any, Job]], limits: Limits, exclusive: bool,
-            on_start: Callable[[Any], None], on_done: Callable[[Any, JobOutcome], None]) -> None:
-        """Run ``jobs``; callbacks are made in the calling thread, in finishing order."""
+            on_start: Callable[[Any], None], on_done: Callable[[Any, JobOutcome], None],
+            more: Callable[[], list[tuple[Any, Job]] | None] | None = None) -> None:
+        """Run ``jobs``, then those ``more`` returns; callbacks are made in the calling
+        thread, in finishing order.
+
+        ``more`` (called in this thread whenever fewer jobs wait than there are slots)
+        returns the next jobs, ``[]`` for none yet, or ``None`` when there are no more: a
+        sweep prepares its next model while the jobs of the ones before it run.
+        """
         todo: queue.Queue[tuple[Any, Job] | None] = queue.Queue()
         done: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
         for item in jobs:
             todo.put(item)
-        n = 1 if exclusive else min(self.slots, len(jobs))
+        n = 1 if exclusive else (self.slots if more is not None else min(self.slots, len(jobs)))
 
         def worker() -> None:
             while True:
-                try:
-                    item = todo.get_nowait()
-                except queue.Empty:
+                item = todo.get()
+                if item is None:  # no more jobs
                     return
-                key, job = item  # type: ignore[misc]
+                key, job = item
                 done.put(("start", key, None))
                 try:
                     done.put(("done", key, self.executor.run(job, limits)))
@@ -59,9 +65,26 @@ class LocalExecutor:
         threads = [threading.Thread(target=worker, daemon=True) for _ in range(n)]
         for t in threads:
             t.start()
-        left = len(jobs)
-        while left:
-            kind, key, value = done.get()
+        left, fed = len(jobs), more is None
+        if fed:
+            for _ in threads:
+                todo.put(None)
+        while left or not fed:
+            if not fed and todo.qsize() < n:  # a slot would go idle: prepare the next jobs now
+                new = more() if more is not None else None
+                if new is None:
+                    fed = True
+                    for _ in threads:
+                        todo.put(None)
+                for item in new or []:
+                    todo.put(item)
+                left += len(new or [])
+                try:
+                    kind, key, value = done.get_nowait()
+                except queue.Empty:
+                    continue
+            else:
+                kind, key, value = done.get()
             if kind == "start":
                 on_start(key)
             elif kind == "done":

@@ -346,15 +346,22 @@ class RayExecutor:
         return int(min(want, most)) if most else 0
 
     def run(self, jobs: list[tuple[Any, Job]], limits: Limits, exclusive: bool,
-            on_start: Callable[[Any], None], on_done: Callable[[Any, JobOutcome], None]) -> None:
-        """Run ``jobs`` as Ray tasks, at most one per CPU slot (``exclusive``: one per node)."""
+            on_start: Callable[[Any], None], on_done: Callable[[Any, JobOutcome], None],
+            more: Callable[[], list[tuple[Any, Job]] | None] | None = None) -> None:
+        """Run ``jobs`` as Ray tasks, at most one per CPU slot (``exclusive``: one per node);
+        then those ``more`` returns (see :meth:`compstack.sweep.LocalExecutor.run`), asked
+        for whenever a slot is free and nothing waits."""
         ray = self.ray
         too_big = self._too_big(limits)
         if too_big:
-            for key, job in jobs:
-                on_start(key)
-                on_done(key, JobOutcome(target=job.target, status="failed", stage="import", error=too_big))
-            return
+            while True:
+                for key, job in jobs:
+                    on_start(key)
+                    on_done(key, JobOutcome(target=job.target, status="failed", stage="import", error=too_big))
+                nxt = more() if more is not None else None
+                if nxt is None:
+                    return
+                jobs = nxt
         self._memory = self._reservation(limits)
         nodes = [n["NodeID"] for n in self._nodes()]
         if exclusive:
@@ -366,7 +373,14 @@ class RayExecutor:
         flying: dict[Any, tuple[Any, Job, float, str | None]] = {}
         deadline_s = limits.timeout_s + START_GRACE_S
         try:
-            while todo or flying:
+            while todo or flying or more is not None:
+                while more is not None and not todo and free:  # prepare the next jobs while these run
+                    nxt = more()
+                    if nxt is None:
+                        more = None
+                    todo.extend(nxt or [])
+                if not todo and not flying:
+                    continue
                 while todo and free:
                     key, job = todo.pop(0)
                     node = free.pop()

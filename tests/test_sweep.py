@@ -16,6 +16,7 @@ from compstack import targets as registry
 from compstack.core.config import settings
 from compstack.core.errors import UserError
 from compstack.core.latency import LatencyConfig
+from compstack.core.results import ResultsDB
 from compstack.run.runner import Limits, default_memory_mb
 from compstack.run.session import CompareOptions
 from compstack.sweep import (
@@ -111,6 +112,13 @@ def test_local_sweep_then_resume(models: list[str], store: Path, local_sweep) ->
     reused = db.execute("SELECT COUNT(*) FROM results WHERE sweep_id = ? AND resumed_from IS NOT NULL",
                         (again.sweep_id,)).fetchone()[0]
     assert reused == 9
+    marked = {m: {t: c["resumed"] for t, c in cells.items()} for m, cells in summarize(again)["matrix"].items()}
+    assert marked == {m: dict.fromkeys(TARGETS, True) for m in models}
+    assert not any(c["resumed"] for cells in summarize(sweep)["matrix"].values() for c in cells.values())
+    from compstack.sweep import summary_of_db
+
+    stored = summary_of_db(ResultsDB(store / "results.sqlite"), again.sweep_id)
+    assert all(c["resumed"] for cells in stored["matrix"].values() for c in cells.values())
 
 
 class _Events:

@@ -23,7 +23,8 @@ def summary_from_rows(models: list[str], targets: list[str], baseline: str,
     """The summary of ``rows`` (``(model, target) -> {status, stage, latency_ms, error}``).
 
     Returns:
-        ``matrix``: per model, per target ``{status, stage, latency_ms, speedup}`` where
+        ``matrix``: per model, per target ``{status, stage, latency_ms, speedup, resumed}``
+        (``resumed``: the row was reused from an earlier sweep by ``--resume``) where
         ``speedup`` = baseline median latency / this target's (above 1: faster than the
         baseline; None unless both are ``ok`` with a latency); ``geomean_speedup``: per
         target, the geometric mean of its speedups and the number of models it covers;
@@ -47,7 +48,8 @@ def summary_from_rows(models: list[str], targets: list[str], baseline: str,
             if speed is not None:
                 speedups[t].append(speed)
             cells[t] = {"status": row["status"], "stage": row.get("stage") or "", "latency_ms": ms,
-                        "speedup": speed, "error": (row.get("error") or "")[:200]}
+                        "speedup": speed, "error": (row.get("error") or "")[:200],
+                        "resumed": bool(row.get("resumed"))}
             counts[t]["status"][row["status"]] += 1
             if row["status"] != "ok":
                 counts[t]["stage"][f"{row['status']}@{row.get('stage') or '-'}"] += 1
@@ -62,8 +64,8 @@ def summary_from_rows(models: list[str], targets: list[str], baseline: str,
 def summarize(sweep: Any) -> dict[str, Any]:
     """:func:`summary_from_rows` of a :class:`compstack.sweep.Sweep`, plus how it ran."""
     specs = [m.get("spec", m.get("name")) for m in sweep.models]
-    rows = {k: {"status": r.status, "stage": r.stage, "latency_ms": r.latency_ms, "error": r.error}
-            for k, r in sweep.rows.items()}
+    rows = {k: {"status": r.status, "stage": r.stage, "latency_ms": r.latency_ms, "error": r.error,
+                "resumed": any(n.startswith("resumed: row ") for n in r.notes)} for k, r in sweep.rows.items()}
     out = summary_from_rows(specs, sweep.targets, sweep.baseline, rows)
     refs = sum(1 for k in sweep.job_times if k.split("|")[1:2] == ["reference"])
     if "latency_s" in sweep.phases:
@@ -79,6 +81,10 @@ def summarize(sweep: Any) -> dict[str, Any]:
 
 
 def _cell(c: Mapping[str, Any], baseline: bool) -> str:
+    return _status_cell(c, baseline) + (" [dim]*[/]" if c.get("resumed") else "")
+
+
+def _status_cell(c: Mapping[str, Any], baseline: bool) -> str:
     status = c["status"]
     if status != "ok":
         return f"[red]{status}[/]" + (f" ({c['stage']})" if c.get("stage") else "") if status not in (
@@ -110,6 +116,8 @@ def print_summary(summary: Mapping[str, Any], console: Any = None) -> None:
     table.add_row("[bold]geomean[/]", *[(f"{geo[t]['geomean']:.2f}x ({geo[t]['models']})"
                                           if geo[t]["geomean"] is not None else "-") for t in summary["targets"]])
     console.print(table)
+    if any(c.get("resumed") for cells in summary["matrix"].values() for c in cells.values()):
+        console.print("  [dim]*[/] reused by --resume from an earlier sweep's row (not run again)", highlight=False)
     for t, c in summary["counts"].items():
         status = ", ".join(f"{k} {v}" for k, v in sorted(c["status"].items()))
         stage = ", ".join(f"{k} {v}" for k, v in sorted(c["stage"].items()))
@@ -119,8 +127,10 @@ def print_summary(summary: Mapping[str, Any], console: Any = None) -> None:
         refs = summary.get("reference_jobs")
         of = f" ({refs} of them the models' float64 reference)" if refs else ""
         console.print(f"  {summary.get('jobs_run', 0)} jobs run{of}, {summary.get('resumed', 0)} resumed, "
-                      f"{summary['wall_s']:.1f} s on {ex.get('name', '?')} ({ex.get('slots', '?')} slots); "
-                      f"{summary.get('scheduling', '')}", highlight=False)
+                      f"{summary['wall_s']:.1f} s on {ex.get('name', '?')} ({ex.get('slots', '?')} slots)",
+                      highlight=False)
+        if summary.get("scheduling"):
+            console.print(f"  [dim]{summary['scheduling']}[/]", highlight=False)
 
 
 def summary_of_db(db: Any, sweep_id: str | None = None) -> dict[str, Any]:
@@ -142,7 +152,8 @@ def summary_of_db(db: Any, sweep_id: str | None = None) -> dict[str, Any]:
         lat = json.loads(row.get("latency_json") or "{}")
         rows[(row["model_name"], row["target"])] = {"status": row["status"], "stage": row["stage"],
                                                     "latency_ms": lat if "median" in lat else None,
-                                                    "error": row["error"]}
+                                                    "error": row["error"],
+                                                    "resumed": row.get("resumed_from") is not None}
     stored = json.loads(entry.get("summary_json") or "{}")
     models = json.loads(entry.get("models_json") or "[]")
     out = summary_from_rows(models, json.loads(entry["targets_json"]), entry["baseline"], rows)

@@ -39,9 +39,11 @@ class LocalExecutor:
         """Run ``jobs``, then those ``more`` returns; callbacks are made in the calling
         thread, in finishing order.
 
-        ``more`` (called in this thread whenever fewer jobs wait than there are slots)
-        returns the next jobs, ``[]`` for none yet, or ``None`` when there are no more: a
-        sweep prepares its next model while the jobs of the ones before it run.
+        ``more`` returns the next jobs, ``[]`` for none yet, or ``None`` when there are no
+        more: a sweep prepares its next model while the jobs of the ones before it run. It
+        is called in this thread whenever fewer jobs wait than its last answer held (at
+        least the slots): one model's jobs stay queued while the next is prepared, since
+        preparing (a real model's export: up to a minute) holds this thread.
         """
         todo: queue.Queue[tuple[Any, Job] | None] = queue.Queue()
         done: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
@@ -65,13 +67,14 @@ class LocalExecutor:
         threads = [threading.Thread(target=worker, daemon=True) for _ in range(n)]
         for t in threads:
             t.start()
-        left, fed = len(jobs), more is None
+        left, fed, ahead = len(jobs), more is None, n
         if fed:
             for _ in threads:
                 todo.put(None)
         while left or not fed:
-            if not fed and todo.qsize() < n:  # a slot would go idle: prepare the next jobs now
+            if not fed and todo.qsize() < ahead:  # keep a batch queued: prepare the next jobs now
                 new = more() if more is not None else None
+                ahead = max(n, len(new or []))
                 if new is None:
                     fed = True
                     for _ in threads:

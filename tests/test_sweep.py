@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -314,3 +315,26 @@ def test_old_database_gets_the_sweep_columns(tmp_path: Path) -> None:
     rows = db.conn.execute("SELECT target, sweep_id, options_json FROM results ORDER BY id").fetchall()
     db.close()
     assert rows == [("ort-cpu", "", "{}"), ("tvm-llvm", "sw-1", '{"opt": "x"}')]
+
+
+def test_resume_reads_the_stacks_versions_without_importing_them(models: list[str], tmp_path: Path) -> None:
+    # --resume compares each row's stack versions with the installed ones; reading them by
+    # importing every stack put JAX's threads in the driver, which forks a worker per job
+    code = ("import json, sys\n"
+            "from compstack.core.config import settings\nfrom compstack.run.runner import Limits\n"
+            "from compstack.run.session import CompareOptions\n"
+            "from compstack.sweep import LocalExecutor, SweepOptions, run_sweep\n"
+            "opts = CompareOptions(targets=['ort-cpu', 'xla-cpu'], latency=None, limits=Limits(timeout_s=120.0))\n"
+            "cfg = settings(cache_dir=sys.argv[2] + '/cache', db=sys.argv[2] + '/r.sqlite')\n"
+            "s = run_sweep(SweepOptions([sys.argv[1]], opts, 'ort-cpu', True), cfg, LocalExecutor(2))\n"
+            "print(json.dumps({'resumed': s.resumed, 'status': sorted(r.status for r in s.rows.values()),\n"
+            "                  'stacks': sorted(m for m in ('jax', 'torch', 'onnxruntime') if m in sys.modules)}))\n")
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", code, models[0], str(tmp_path)], capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert runs[0]["status"] == ["ok", "ok"] and runs[0]["resumed"] == 0
+    assert runs[1]["resumed"] == 2 and runs[1]["status"] == ["ok", "ok"]
+    assert "jax" not in runs[1]["stacks"], runs

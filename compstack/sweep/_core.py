@@ -192,18 +192,21 @@ class _Runner:
 
     # ---- resume --------------------------------------------------------------------
     def _current_versions(self, name: str) -> str:
+        """The versions ``name``'s worker would report (JSON), or ``"?"``: read in a probe
+        process (:func:`_probe_versions`), never by importing the stacks here."""
         if name not in self._versions:
-            from compstack import targets as registry
-
             try:
                 if "@" in name:  # a release: the versions its env reported when it was built
                     from compstack.run.releases import env_versions
 
                     self._versions[name] = json.dumps(env_versions(name))
                 else:
-                    self._versions[name] = json.dumps(dict(registry.get(name).availability().versions))
+                    plain = [t for t in self.copts.targets if "@" not in t]
+                    found = _probe_versions({t: S._ref_of(t) for t in plain if t not in self._versions})
+                    self._versions.update({t: json.dumps(v) if v is not None else "?" for t, v in found.items()})
             except Exception:  # noqa: BLE001 - a target that does not load here runs (and says why)
-                self._versions[name] = "?"
+                pass
+            self._versions.setdefault(name, "?")
         return self._versions[name]
 
     def earlier(self, m: _Model, name: str, opts: Mapping[str, str]) -> tuple[Result, int] | None:
@@ -334,6 +337,34 @@ class _Runner:
             result.latency_error = why
             self.record(self.models[idx], result)
         self.pending_latency.clear()
+
+
+#: Reads each target class's ``availability().versions`` (as its worker does) and prints
+#: them as JSON: ``{name: versions or null}``.
+_VERSIONS_PROBE = ("import json, sys\nfrom compstack.run.jobs import load_target_class\nout = {}\n"
+                   "for name, ref in json.loads(sys.argv[1]).items():\n"
+                   "    try:\n        out[name] = dict(load_target_class(ref).availability().versions)\n"
+                   "    except Exception:\n        out[name] = None\n"
+                   "print(json.dumps(out))\n")
+
+
+def _probe_versions(refs: Mapping[str, str], timeout_s: float = 300.0) -> dict[str, Any]:
+    """The stack versions of each target (``{name: target_ref}``), read in one child
+    process: importing every stack here would put JAX's and the BLAS pools' threads in the
+    driver, which forks a worker per job (a fork beside them can deadlock the child).
+    A target that does not load gives ``None``; a probe that fails gives ``{}``."""
+    import subprocess
+
+    from compstack.core.procs import python_code_argv
+
+    if not refs:
+        return {}
+    try:
+        res = subprocess.run(python_code_argv(_VERSIONS_PROBE, json.dumps(dict(refs))), capture_output=True,
+                             text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        return dict(json.loads(res.stdout.strip().splitlines()[-1])) if res.returncode == 0 else {}
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return {}
 
 
 def _dir_job(folder: Path) -> Any:

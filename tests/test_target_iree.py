@@ -222,3 +222,51 @@ def test_save_temps_keeps_files_and_commands(fresh_settings: pytest.MonkeyPatch,
     with pytest.raises(ToolError) as info:
         tools.run_tool([tools.find_tool("iree-compile"), folder / "missing.mlir"], temps=lowered.scratch)
     assert info.value.temps == folder and str(folder) in str(info.value)
+
+
+@pytest.mark.parametrize("executor", ["process", "daemon"])
+def test_a_job_leaves_no_scratch_behind(executor: str, tmp_path: Path) -> None:
+    # IREE's scratch (the imported MLIR and the .vmfb: several times the weights) was left
+    # in the temp folder by every job: a worker leaves by os._exit, so no finaliser ran, and
+    # a real-tier sweep filled the disk with them
+    from conftest import make_mlp, run_cli
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {"TMPDIR": str(temp), "COMPSTACK_EXECUTOR": executor, "COMPSTACK_CACHE_DIR": str(tmp_path / "cache"),
+           "COMPSTACK_DB": str(tmp_path / "db.sqlite")}
+    model = make_mlp(tmp_path / "mlp.onnx")
+    proc = run_cli("compare", str(model), "--targets", "iree-llvm-cpu", "--no-latency", "--no-cache", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_cli("daemon", "stop", "--current", env=env)
+    assert sorted(p.name for p in temp.rglob("compstack-iree-*")) == []
+
+
+def test_a_killed_jobs_scratch_is_removed_by_its_executor(tmp_path: Path) -> None:
+    from compstack.run.executors import _lost
+    from compstack.run.jobs import Job
+    from compstack.run.runner import Limits
+
+    job = Job(model_path="", fingerprint="", target="iree-llvm-cpu", target_ref="", inputs_path="",
+              workdir=str(tmp_path / "job"))
+    with _in_job_root(job.tmp_path) as scratch:
+        (scratch.path / "model.mlir").write_text("module {}")
+        assert scratch.path.parent == job.tmp_path
+        out = _lost(job, "timeout", Limits(timeout_s=1.0), log="")
+        assert out.status == "timeout" and not job.tmp_path.exists()
+
+
+class _in_job_root:
+    """A Scratch made under ``root``, as a worker makes it during a job."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def __enter__(self) -> tools.Scratch:
+        tools.scratch_root(self.root)
+        self.scratch = tools.Scratch("iree")
+        return self.scratch
+
+    def __exit__(self, *exc: object) -> None:
+        tools.scratch_root(None)
+        self.scratch.cleanup()

@@ -176,12 +176,24 @@ def find_tool(name: str) -> Path:
 # ---- temps --------------------------------------------------------------------------
 
 
+#: The running job's scratch root (:func:`scratch_root`); empty: the system's temp folder.
+_SCRATCH_ROOT: list[Path] = []
+
+
+def scratch_root(path: Path | None) -> None:
+    """Put the :class:`Scratch` folders made from now on under ``path`` (``None``: the
+    system's temp folder again). A worker sets its job's ``tmp`` folder and removes it when
+    the job ends (:attr:`compstack.run.jobs.Job.tmp_path`)."""
+    _SCRATCH_ROOT[:] = [path] if path is not None else []
+
+
 class Scratch:
     """A folder for one job's tool inputs and outputs.
 
     Under ``COMPSTACK_SAVE_TEMPS=DIR`` it is a fresh ``DIR/<label>-XXXX`` that is kept;
-    otherwise a private temporary folder removed by :meth:`cleanup`, by leaving the
-    ``with`` block, or when the object is garbage-collected.
+    otherwise a private temporary folder (under the job's scratch root, :func:`scratch_root`)
+    removed by :meth:`cleanup`, by leaving the ``with`` block, when the object is
+    garbage-collected, or with the job's scratch root.
 
     Attributes:
         path: the folder.
@@ -199,7 +211,11 @@ class Scratch:
                 raise UserError(f"COMPSTACK_SAVE_TEMPS={root}: not writable ({exc.strerror or exc})") from None
             self.kept = True
         else:
-            self._tmp = tempfile.TemporaryDirectory(prefix=f"compstack-{label}-")
+            root_dir = _SCRATCH_ROOT[0] if _SCRATCH_ROOT else None
+            if root_dir is not None:
+                root_dir.mkdir(parents=True, exist_ok=True)
+            self._tmp = tempfile.TemporaryDirectory(prefix=f"compstack-{label}-", dir=root_dir,
+                                                    ignore_cleanup_errors=True)
             self.path = Path(self._tmp.name)
             self.kept = False
 

@@ -150,6 +150,7 @@ def _log_tail(path: Path, n: int = 30, start: int = 0) -> str:
 def _lost(job: Job, status: str, limits: Limits, log: str, peak_mb: float = 0.0,
           returncode: int | None = None) -> JobOutcome:
     """The outcome of a job whose worker was killed (``timeout``, ``oom``) or died."""
+    job.drop_tmp()  # the scratch the worker could not remove
     stage = _last_stage(job)
     if status == "timeout":
         error = f"killed after {limits.timeout_s:g} s wall-clock limit (in stage {stage})"

@@ -131,6 +131,20 @@ class Job:
         return Path(self.workdir) / "progress"
 
     @property
+    def tmp_path(self) -> Path:
+        """The job's scratch root: the tools' scratch folders (:class:`compstack.core.tools.Scratch`:
+        IREE's imported MLIR and ``.vmfb``, several times the model's weights) go under it,
+        and it is removed when the job ends: by the worker, or by the executor of a worker
+        that was killed (a worker leaves by ``os._exit``, so no finaliser would)."""
+        return Path(self.workdir) / "tmp"
+
+    def drop_tmp(self) -> None:
+        """Remove :attr:`tmp_path` and what is in it."""
+        import shutil
+
+        shutil.rmtree(self.tmp_path, ignore_errors=True)
+
+    @property
     def partial_path(self) -> Path:
         """What the worker had measured before its last phase (``partial.json``, the
         :class:`JobOutcome` JSON): a worker killed in that phase keeps those fields."""

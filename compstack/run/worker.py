@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 from compstack.core.errors import CompstackError, ToolTimeoutError, UnavailableError, UnsupportedError, UserError
 from compstack.core.procs import kill_escaped
+from compstack.core.tools import scratch_root
 from compstack.run.jobs import (
     Job,
     JobOutcome,
@@ -193,6 +194,7 @@ def run_job_file(path: Path, pipe: Any = None) -> Path:
             pipe.write(json.dumps({"progress": name}) + "\n")
 
     _CURRENT.append(Path(path))
+    scratch_root(job.tmp_path)
     try:
         try:
             outcome = execute(job, progress)
@@ -201,6 +203,8 @@ def run_job_file(path: Path, pipe: Any = None) -> Path:
         return write_result(job, outcome)
     finally:
         _CURRENT.pop()
+        scratch_root(None)
+        job.drop_tmp()  # a compiled program kept for later jobs holds its code in memory, not here
         kill_escaped()  # a subreaper's adopted escapees (setsid, double fork): they end with the job
 
 

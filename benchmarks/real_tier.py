@@ -21,6 +21,7 @@ Usage:
     python3 benchmarks/real_tier.py                                 # the whole tier x every CPU stack
     python3 benchmarks/real_tier.py --models resnet18,distilbert --targets ort-cpu,openvino-cpu
     python3 benchmarks/real_tier.py --work DIR --no-warm             # resume a killed cold run in DIR
+    python3 benchmarks/real_tier.py --cache-max-size 30G --no-warm   # the whole tier on a small disk
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ from pathlib import Path
 from typing import Any
 
 
-def _sweep(models: list[str], targets: str, cache: Path, db: Path, timeout: float) -> tuple[float, int, str]:
+def _sweep(models: list[str], targets: str, cache: Path, db: Path, timeout: float,
+           cap: str = "") -> tuple[float, int, str]:
     """Run the sweep; returns (wall seconds, exit status, sweep id)."""
     argv = [sys.executable, "-m", "compstack.cli", "sweep", *models, "--targets", targets, "--no-latency",
-            "--resume", "--db", str(db), "--timeout", str(timeout), "--json"]
+            "--resume", "--db", str(db), "--timeout", str(timeout), "--json",
+            *(["--cache-max-size", cap] if cap else [])]
     env = {**os.environ, "COMPSTACK_CACHE_DIR": str(cache)}
     t0 = time.monotonic()
     proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env=env)  # stderr: the progress lines
@@ -99,6 +102,9 @@ def main() -> int:
     ap.add_argument("--work", default="", help="folder for the cache and the databases (default: a new temp folder)")
     ap.add_argument("--timeout", type=float, default=900.0, help="per job, seconds (the sweep's --timeout)")
     ap.add_argument("--no-warm", action="store_true", help="skip the warm run")
+    ap.add_argument("--cache-max-size", default="", metavar="SIZE",
+                    help="bound the store (sweep --cache-max-size): the whole tier's store is over 150 GB; "
+                         "a warm run then re-exports and recompiles what was pruned")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     from compstack.frontends import zoo
@@ -111,14 +117,16 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     cache = work / "cache"
     print(f"real tier: {len(models)} models x {args.targets}; work folder {work}", file=sys.stderr, flush=True)
-    cold_s, cold_rc, cold_id = _sweep(models, args.targets, cache, work / "cold.sqlite", args.timeout)
+    cold_s, cold_rc, cold_id = _sweep(models, args.targets, cache, work / "cold.sqlite", args.timeout,
+                                      args.cache_max_size)
     result: dict[str, Any] = {"models": len(models), "targets": args.targets, "cold_s": cold_s,
                               "cold_exit": cold_rc, "load_after_cold": os.getloadavg(), "cpus": os.cpu_count()}
     if cold_id:
         result["per_target"] = summarize(_rows(work / "cold.sqlite", cold_id))
     if not args.no_warm:
         warm_db = work / f"warm-{int(time.time())}.sqlite"
-        result["warm_s"], result["warm_exit"], _ = _sweep(models, args.targets, cache, warm_db, args.timeout)
+        result["warm_s"], result["warm_exit"], _ = _sweep(models, args.targets, cache, warm_db, args.timeout,
+                                                          args.cache_max_size)
         result["warm_over_cold"] = result["warm_s"] / cold_s if cold_s else None
     if args.json:
         print(json.dumps(result, indent=1))

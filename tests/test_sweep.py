@@ -338,3 +338,23 @@ def test_resume_reads_the_stacks_versions_without_importing_them(models: list[st
     assert runs[0]["status"] == ["ok", "ok"] and runs[0]["resumed"] == 0
     assert runs[1]["resumed"] == 2 and runs[1]["status"] == ["ok", "ok"]
     assert "jax" not in runs[1]["stacks"], runs
+
+
+def test_cache_max_size_keeps_the_store_bounded(models: list[str], tmp_path: Path, isolated_env: Path) -> None:
+    from compstack.core.store import open_store
+
+    cache = tmp_path / "bounded"
+    p = run_cli("sweep", *models[:2], "--targets", "ort-cpu,iree-llvm-cpu", "--no-latency", "--cache-dir", str(cache),
+                "--cache-max-size", "20K", "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out["counts"]["iree-llvm-cpu"]["status"] == {"ok": 2}
+    assert "--cache-max-size: pruned" in p.stderr
+    store = open_store(cache)
+    kept = sum(e.bytes for k in ("artifacts", "models", "zoo") for e in store.entries(k))
+    assert kept <= 20_000, kept
+    for bad, why in ((["--cache-max-size", "12Q"], "--cache-max-size"), (["--cache-max-size", "1G", "--warmup", "1"],
+                                                                          "needs --no-latency")):
+        args = ["sweep", models[0], "--targets", "ort-cpu", *bad] + ([] if "--warmup" in bad else ["--no-latency"])
+        p = run_cli(*args)
+        assert p.returncode == 2 and why in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr

@@ -160,9 +160,12 @@ def test_an_export_failure_is_a_row_per_target(tmp_path) -> None:
     assert [(r.status, r.stage) for r in report.results] == [("failed", "torch.export")] * 2
     assert report.model["export_stage"] == "torch.export"
     with sqlite3.connect(tmp_path / "db.sqlite") as conn:
-        rows = conn.execute("SELECT target, status, stage, error FROM results ORDER BY target").fetchall()
+        rows = conn.execute("SELECT target, status, stage, error, fault, fault_reason FROM results ORDER BY target"
+                            ).fetchall()
     assert [r[:3] for r in rows] == [("ort-cpu", "failed", "torch.export"), ("tvm-llvm", "failed", "torch.export")]
     assert rows[0][3] == str(info.value)
+    # no stack ran: the export is compstack's (issue #23: every non-ok row says whose fault it is)
+    assert {r[4] for r in rows} == {"compstack"} and rows[0][5].startswith("compstack's export of the model failed")
 
 
 def test_timm_imports_without_torchvision_and_leaves_none_behind() -> None:

@@ -4,7 +4,8 @@ Every non-ok row of compare, sweep and conformance gets ``fault`` (one of
 :data:`compstack.core.results.FAULTS`) and a one-line ``fault_reason``:
 
 * ``compstack``: our export, translation or harness. The import stage (loading the
-  model, exporting a framework program, our job harness) is ours; so is an op without a
+  model, exporting a framework program, our job harness) is ours, and so is a model whose
+  export (stage ``torch.export`` or ``onnx-export``) failed; so is an op without a
   converter on a translated path (XLA, Inductor, TorchScript from the common IR), an
   exception raised from compstack's own code (its innermost traceback frame is in
   ``compstack/`` outside the wrappers around a stack: the targets' adapters and
@@ -21,7 +22,8 @@ Every non-ok row of compare, sweep and conformance gets ``fault`` (one of
 * ``undefined``: the verdict says the graph's result is undefined (a UB rule of
   :mod:`compstack.fuzz.ub` fired; status or verdict ``undefined``).
 * ``unknown``: the rest (the stack is not installed here; no reference to compare
-  with; a worker killed or lost while it loaded the model, before any stack ran; a native framework path's mismatch, where the reference ran compstack's ONNX
+  with; a worker killed or lost while it loaded the model, before any stack ran; a model
+  whose own builder raised (stage ``build``); a native framework path's mismatch, where the reference ran compstack's ONNX
   export of the program, so either may be wrong: ``compstack explain`` tells them
   apart).
 
@@ -123,6 +125,10 @@ def attribute(row: Any, eager_agrees: bool | None = None, eager_note: str = "") 
                                 f"not a stack's code): {first}")
     if stage == "import":
         return Fault("compstack", f"compstack's import/export/harness failed ({status}): {first}")
+    if stage in ("torch.export", "onnx-export"):  # no stack ran: the model never reached the common IR
+        return Fault("compstack", f"compstack's export of the model failed at {stage}: {first}")
+    if stage == "build":
+        return Fault("unknown", f"the model's own builder raised before any export: {first}")
     if status == "mismatch":
         return _mismatch(translated, row, eager_agrees, eager_note)
     if status in _LOST:

@@ -33,6 +33,7 @@ class SweepFlags:
             to this ``.html`` file, or None.
         bundle_faults: write an explain bundle for each ``stack`` fault under this folder
             (:func:`compstack.sweep._bundles.bundle_sweep_faults`), or None.
+        cache_max_size: ``--cache-max-size`` as given (``40G``), or None.
     """
 
     baseline: str | None = None
@@ -45,6 +46,7 @@ class SweepFlags:
     tier: str | None = None
     out: str | None = None
     bundle_faults: str | None = None
+    cache_max_size: str | None = None
 
 
 def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: ModelFlags,
@@ -95,13 +97,14 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
     if run.reference not in ("auto", "reference"):
         registry.get(run.reference)
     options = compare_options(targets, model, run)
+    cap = _cache_cap(flags, options)
     executor = _executor(flags)
     from compstack.sweep._core import SweepOptions, run_sweep
     from compstack.sweep._display import SweepProgress
 
     try:
         with SweepProgress() as progress:  # stderr, also under --json
-            result = run_sweep(SweepOptions(specs, options, baseline, flags.resume), cfg, executor, progress)
+            result = run_sweep(SweepOptions(specs, options, baseline, flags.resume, cap), cfg, executor, progress)
     finally:
         executor.close()
     summary = summarize(result)
@@ -138,6 +141,23 @@ def _with_dashboard(summary: dict[str, Any], db: Any, flags: SweepFlags) -> dict
     return summary
 
 
+def _cache_cap(flags: SweepFlags, options: Any) -> int | None:
+    """``--cache-max-size`` in bytes (checked before any work), or None."""
+    if flags.cache_max_size is None:
+        return None
+    from compstack.core.sizes import parse_size
+
+    try:
+        cap = parse_size(flags.cache_max_size)
+    except ValueError as exc:
+        raise UserError(f"--cache-max-size: {exc}") from None
+    if options.latency is not None:
+        raise UserError("--cache-max-size needs --no-latency (the latency phase reuses every model's artifacts)")
+    if not options.cache:
+        raise UserError("--cache-max-size: nothing is cached with --no-cache")
+    return cap
+
+
 def _executor(flags: SweepFlags) -> Any:
     if flags.executor == "ray":
         from compstack.sweep._ray import RayExecutor
@@ -172,11 +192,15 @@ def _executor(flags: SweepFlags) -> Any:
 @click.option("--bundle-faults", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="For each row whose fault is the stack's, write an explain bundle under DIR/MODEL/TARGET "
                    "(the dashboard links it).")
+@click.option("--cache-max-size", default=None, metavar="SIZE",
+              help="Keep the store under SIZE (40G, 500M) as the sweep goes: after each model's last row, "
+                   "delete the least recently used models, zoo exports and artifacts (cache prune --max-size). "
+                   "Needs --no-latency.")
 @model_options
 @run_options
 def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, executor: str, ray_address: str | None,
           n_jobs: int | None, resume: bool, last: bool, matrix: bool, tier: str | None, out: str | None,
-          bundle_faults: str | None, model_flags: ModelFlags, run_flags: RunFlags) -> None:
+          bundle_faults: str | None, cache_max_size: str | None, model_flags: ModelFlags, run_flags: RunFlags) -> None:
     """Run every MODEL (zoo:NAME, zoo:*, file.onnx, a folder of .onnx, @list.txt) on every target.
 
     Exit status: 0 when every row is ok, unsupported or unavailable; 1 otherwise; 2 on bad input.
@@ -188,7 +212,8 @@ def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, exec
         compstack sweep --tier real --targets cpu --no-latency --resume -o dash.html
         compstack sweep --last --matrix
     """
-    flags = SweepFlags(baseline, executor, ray_address, n_jobs, resume, last, matrix, tier, out, bundle_faults)
+    flags = SweepFlags(baseline, executor, ray_address, n_jobs, resume, last, matrix, tier, out, bundle_faults,
+                       cache_max_size)
     summary = cli_sweep(list(models), targets_spec, flags, model_flags, run_flags)
     if run_flags.as_json:
         click.echo(json.dumps(summary, indent=1, default=str))

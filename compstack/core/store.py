@@ -50,7 +50,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from compstack.core.integrity import MANIFEST, check_manifest, write_manifest
 from compstack.core.ownership import NATIVE_KINDS, report_once, store_problem
@@ -467,27 +467,28 @@ class Store:
             except OSError:
                 pass
 
-    def prune(self, older_than_s: float | None = None, max_bytes: int | None = None,
-              now: float | None = None) -> list[EntryInfo]:
+    def prune(self, older_than_s: float | None = None, max_bytes: int | None = None, now: float | None = None,
+              kinds: tuple[str, ...] | None = None, keep: Callable[[EntryInfo], bool] | None = None) -> list[EntryInfo]:
         """Delete entries unused for over ``older_than_s`` seconds, then the least
-        recently used ones until the store holds at most ``max_bytes``; also temporary
-        folders left by killed writers (over a day old).
+        recently used ones until the store holds at most ``max_bytes`` (of ``kinds``, default
+        all; never one ``keep`` says is in use); also temporary folders left by killed writers (over a day old).
 
         Returns:
             The entries deleted (oldest first).
         """
         now = time.time() if now is None else now
-        rows = sorted(self.entries(), key=lambda r: r.last_used)
+        rows = sorted([r for k in kinds or [None] for r in self.entries(k)], key=lambda r: r.last_used)
+        total = sum(r.bytes for r in rows)
+        rows = [r for r in rows if not (keep and keep(r))]
         gone: list[EntryInfo] = []
         if older_than_s is not None:
             gone = [r for r in rows if now - r.last_used > older_than_s]
             rows = [r for r in rows if now - r.last_used <= older_than_s]
-        if max_bytes is not None:
-            total = sum(r.bytes for r in rows)
-            while rows and total > max_bytes:
-                r = rows.pop(0)
-                total -= r.bytes
-                gone.append(r)
+            total -= sum(r.bytes for r in gone)
+        while max_bytes is not None and rows and total > max_bytes:
+            r = rows.pop(0)
+            total -= r.bytes
+            gone.append(r)
         for r in gone:
             self.remove(r)
         self._drop_temps(now - 86400)

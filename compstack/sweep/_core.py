@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from compstack import targets as registry
+from compstack.analysis.fault import attribute
 from compstack.analysis.opstats import op_stats
 from compstack.core.config import Settings
 from compstack.core.errors import UserError
@@ -35,6 +36,7 @@ from compstack.core.results import Report, Result, ResultsDB
 from compstack.run import session as S
 from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.run.runner import Limits
+from compstack.sweep._probe import probe_versions
 
 __all__ = ["DETERMINISTIC", "Executor", "JobKey", "Sweep", "SweepOptions", "run_sweep"]
 
@@ -76,12 +78,17 @@ class SweepOptions:
         baseline: the target latency ratios and speedups are taken against (default:
             the registry's ``baseline`` target).
         resume: skip jobs the database already has (see :data:`DETERMINISTIC`).
+        cache_max_bytes: after each model's last row, prune the store's models, zoo
+            exports and artifacts, least recently used first, to at most this many bytes
+            (``--cache-max-size``; None: no bound). A real tier's store is several times
+            its weights per stack (the whole tier: over 150 GB).
     """
 
     models: list[str]
     compare: S.CompareOptions
     baseline: str = field(default_factory=lambda: registry.role_target("baseline")[0])
     resume: bool = False
+    cache_max_bytes: int | None = None
 
 
 @dataclass
@@ -144,6 +151,7 @@ class _Runner:
         self.pending_latency: dict[JobKey, tuple[Result, Job]] = {}
         self.jobs_run = 0
         self.resumed = 0
+        self.pruned = 0
         self.job_times: dict[str, float] = {}
         self._started: dict[JobKey, float] = {}
         self._versions: dict[str, str] = {}
@@ -193,7 +201,7 @@ class _Runner:
     # ---- resume --------------------------------------------------------------------
     def _current_versions(self, name: str) -> str:
         """The versions ``name``'s worker would report (JSON), or ``"?"``: read in a probe
-        process (:func:`_probe_versions`), never by importing the stacks here."""
+        process (:func:`compstack.sweep._probe.probe_versions`), never by importing the stacks here."""
         if name not in self._versions:
             try:
                 if "@" in name:  # a release: the versions its env reported when it was built
@@ -202,7 +210,7 @@ class _Runner:
                     self._versions[name] = json.dumps(env_versions(name))
                 else:
                     plain = [t for t in self.copts.targets if "@" not in t]
-                    found = _probe_versions({t: S._ref_of(t) for t in plain if t not in self._versions})
+                    found = probe_versions({t: S._ref_of(t) for t in plain if t not in self._versions})
                     self._versions.update({t: json.dumps(v) if v is not None else "?" for t, v in found.items()})
             except Exception:  # noqa: BLE001 - a target that does not load here runs (and says why)
                 pass
@@ -261,10 +269,27 @@ class _Runner:
         m.left -= 1
         if m.left <= 0:  # every target compared: a real model's float64 outputs are large (GPT-2 logits 51 MB),
             m.ref_outputs, m.oracle = None, None  # and the oracle's float32/float64 intermediates larger
+            self.bound_store()
         if result.status == "ok" and self.copts.latency is not None:
             self.pending_latency[(m.index, name)] = (result, self.job(m, name, opts, True, tag=f"{name}.latency"))
             return
         self.record(m, result)
+
+    def bound_store(self) -> None:
+        """``--cache-max-size``: prune the store's per-model kinds to the bound (LRU)."""
+        if self.o.cache_max_bytes is None:
+            return
+        from compstack.core.store import open_store
+
+        live = [Path(f).resolve() for m in self.models if m.left > 0 or not m.ref_done  # a model still in flight
+                for f in (m.common.get("model_path"), m.common.get("canonical_path")) if f]
+        gone = open_store(self.cfg.cache_dir).prune(
+            max_bytes=self.o.cache_max_bytes, kinds=("artifacts", "models", "zoo"),
+            keep=lambda e: any(f.is_relative_to(e.path.resolve()) for f in live))
+        self.pruned += len(gone)
+        if gone and self.progress is not None:
+            self.progress.note(f"--cache-max-size: pruned {len(gone)} store entries "
+                                 f"({sum(g.bytes for g in gone) / 1e9:.1f} GB)")
 
     def on_start(self, key: JobKey) -> None:
         self._started[key] = time.monotonic()
@@ -337,34 +362,6 @@ class _Runner:
             result.latency_error = why
             self.record(self.models[idx], result)
         self.pending_latency.clear()
-
-
-#: Reads each target class's ``availability().versions`` (as its worker does) and prints
-#: them as JSON: ``{name: versions or null}``.
-_VERSIONS_PROBE = ("import json, sys\nfrom compstack.run.jobs import load_target_class\nout = {}\n"
-                   "for name, ref in json.loads(sys.argv[1]).items():\n"
-                   "    try:\n        out[name] = dict(load_target_class(ref).availability().versions)\n"
-                   "    except Exception:\n        out[name] = None\n"
-                   "print(json.dumps(out))\n")
-
-
-def _probe_versions(refs: Mapping[str, str], timeout_s: float = 300.0) -> dict[str, Any]:
-    """The stack versions of each target (``{name: target_ref}``), read in one child
-    process: importing every stack here would put JAX's and the BLAS pools' threads in the
-    driver, which forks a worker per job (a fork beside them can deadlock the child).
-    A target that does not load gives ``None``; a probe that fails gives ``{}``."""
-    import subprocess
-
-    from compstack.core.procs import python_code_argv
-
-    if not refs:
-        return {}
-    try:
-        res = subprocess.run(python_code_argv(_VERSIONS_PROBE, json.dumps(dict(refs))), capture_output=True,
-                             text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-        return dict(json.loads(res.stdout.strip().splitlines()[-1])) if res.returncode == 0 else {}
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return {}
 
 
 def _dir_job(folder: Path) -> Any:
@@ -468,8 +465,11 @@ def _plan(r: _Runner, options: SweepOptions) -> Iterator[list[tuple[JobKey, Job]
         for name in options.compare.targets:
             opts = options.compare.target_options.get(name, {})
             if m.source is None:
-                r.record(m, Result(target=name, status="failed", stage=m.report.model.get("import_stage", "import"),
-                                   error=m.report.model["import_error"]))
+                row = Result(target=name, status="failed", stage=m.report.model.get("import_stage", "import"),
+                             error=m.report.model["import_error"])
+                found = attribute(row)
+                row.fault, row.fault_reason = found.fault, found.reason
+                r.record(m, row)
                 continue
             earlier = r.earlier(m, name, opts)
             if earlier is not None:

@@ -109,6 +109,13 @@ class SweepProgress:
         self.failed += status in _BAD
         self._update()
 
+    def note(self, text: str) -> None:
+        """One event worth a line of its own (``--cache-max-size`` pruned the store)."""
+        if self.lines:
+            self._line(text)
+        elif not self.quiet:
+            self.console.print(f"  {text}", highlight=False)
+
     def done(self, model: str, result: Any) -> None:
         line = f"  {model:<24} {result.target:<16} {result.status}" + (f" ({result.stage})" if result.stage else "")
         if self.lines:

@@ -170,10 +170,14 @@ _ROWS: list[tuple[Any, ...]] = [
       "num_key_value_heads": 1, "head_dim": 256, "sliding_window": 512, "use_cache": False},
      _text(262144), "logits", "google/gemma-3-270m"),
     # --- encoder-decoders ---
-    ("t5-small", "encoder-decoder", "T5Model", "T5Config", {"use_cache": False}, _s2s(32128), "last_hidden_state", "t5-small"),
+    # T5 with eager attention: torch 2.13's ONNX export of its SDPA path fails while decomposing
+    # (a reshape of SDPA's transposed output becomes a view of a non-contiguous tensor)
+    ("t5-small", "encoder-decoder", "T5Model", "T5Config", {"use_cache": False, "attn_implementation": "eager"},
+     _s2s(32128), "last_hidden_state", "t5-small (eager attention)"),
     ("flan-t5-small", "encoder-decoder", "T5Model", "T5Config",
      {"d_model": 512, "d_ff": 1024, "d_kv": 64, "num_layers": 8, "num_heads": 6, "feed_forward_proj": "gated-gelu",
-      "tie_word_embeddings": False, "use_cache": False}, _s2s(32128), "last_hidden_state", "google/flan-t5-small"),
+      "tie_word_embeddings": False, "use_cache": False, "attn_implementation": "eager"}, _s2s(32128),
+     "last_hidden_state", "google/flan-t5-small (eager attention)"),
     ("bart-base", "encoder-decoder", "BartModel", "BartConfig",
      {"d_model": 768, "encoder_layers": 6, "decoder_layers": 6, "encoder_attention_heads": 12, "decoder_attention_heads": 12,
       "encoder_ffn_dim": 3072, "decoder_ffn_dim": 3072, "use_cache": False}, _s2s(50265), "last_hidden_state", "facebook/bart-base"),

@@ -478,8 +478,7 @@ class Store:
         """
         now = time.time() if now is None else now
         rows = sorted([r for k in kinds or [None] for r in self.entries(k)], key=lambda r: r.last_used)
-        total = sum(r.bytes for r in rows)
-        rows = [r for r in rows if not (keep and keep(r))]
+        total, rows = sum(r.bytes for r in rows), [r for r in rows if not (keep and keep(r))]
         gone: list[EntryInfo] = []
         if older_than_s is not None:
             gone = [r for r in rows if now - r.last_used > older_than_s]

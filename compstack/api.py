@@ -87,15 +87,17 @@ def load_model(spec: ModelLike, *, cache_dir: PathLike | None = None, timeout_s:
                          memory_mb=_memory(memory_mb), partial=partial)
 
 
-def resolve_targets(targets: str | Sequence[str]) -> list[str]:
+def resolve_targets(targets: str | Sequence[str], cache_dir: PathLike | None = None) -> list[str]:
     """Target names from a spec: comma-separated names or aliases (``cpu``, ``all``), or a
-    sequence of them; see ``compstack targets``.
+    sequence of them; see ``compstack targets``. A lone ``TARGET@VERSION`` has its env
+    provisioned now, in the store at ``cache_dir`` (default: the configured one).
 
     Raises:
-        UserError: an unknown target or alias.
+        UserError: an unknown target or alias; a lone release that cannot be provisioned.
     """
     from compstack import targets as registry
-    return provision_single(registry.resolve(targets if isinstance(targets, str) else ",".join(targets)))
+    names = registry.resolve(targets if isinstance(targets, str) else ",".join(targets))
+    return provision_single(names, str(cache_dir) if cache_dir is not None else None)
 
 
 def resolve_target(target: str, flag: str = "--target") -> str:
@@ -322,7 +324,7 @@ def _kernels(model: ModelLike, targets: str | Sequence[str], options: KernelsOpt
 
     from compstack.fusion.run import collect
 
-    names = resolve_targets(targets)
+    names = resolve_targets(targets, cache_dir)
     opts = dataclasses.replace(options or KernelsOptions(targets=[]), targets=names, profile=profile_run)
     validate_target_options(opts.target_options)
     cfg = _settings(cache_dir=cache_dir)
@@ -485,7 +487,7 @@ def explain_model(model: ModelLike, targets: str | Sequence[str], *, keep: str |
     from compstack.explain import explain
     from compstack.ops._registry import origins_for
 
-    names = resolve_targets(targets)
+    names = resolve_targets(targets, cache_dir)
     if keep:
         from compstack.explain.keep import parse_keep
 

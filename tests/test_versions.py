@@ -177,10 +177,15 @@ def test_cli_bad_release_specs_exit_2_in_one_line(tmp_path: Path) -> None:
                  ("versions", "tensorrt"),
                  ("versions", "ort-cpu@9.9.9"),
                  ("versions", "ort-cpu", "--provision", " , "),
-                 ("bisect-versions", str(model), "--target", "tensorrt", "--range", "1.0..2.0")):
-        res = run_cli(*args, env={"COMPSTACK_CACHE_DIR": str(tmp_path / "cache")})
+                 ("bisect-versions", str(model), "--target", "tensorrt", "--range", "1.0..2.0"),
+                 ("versions", "cpu"),  # an alias: say it names several stacks (it had said "did you mean cpu")
+                 ("compare", str(model), "--targets", "cpu@1.0"),
+                 ("sweep", "--last", "--cache-max-size", "1G"),  # a flag of running a sweep, with --last
+                 ("sweep", "--matrix", str(model))):
+        res = run_cli(*args, env={"COMPSTACK_CACHE_DIR": str(tmp_path / "cache"), "COMPSTACK_DB": str(tmp_path / "d")})
         assert res.returncode == 2, (args, res.stderr)
         assert len(said(res.stderr)) == 1 and "Traceback" not in res.stderr
+        assert "did you mean cpu" not in res.stderr and "sweep --last: give" not in res.stderr, res.stderr
 
 
 def test_explain_and_fuzz_versions_bad_input_is_one_line(tmp_path: Path) -> None:
@@ -277,3 +282,22 @@ def test_conformance_runs_each_release_in_its_env(release_store: Path, tmp_path:
     assert cases["ort-cpu@1.17.0"]["status"] == "passed"
     old = cases["ort-cpu@1.16.3"]
     assert old["status"] != "passed" and "opset" in old["error"].lower() and old["fault"] == "stack", old
+
+
+@pytest.mark.slow
+def test_a_release_not_listed_is_refused_before_any_build(tmp_path: Path) -> None:
+    """A spelling the registry does not list (``0.25`` for ``0.25.0``) would build a second
+    env of the same release; a release that does not exist gave uv's resolver text. Both are
+    one line, before any env is built, and nothing is written outside --cache-dir."""
+    model = _gelu(tmp_path / "gelu.onnx")
+    home = tmp_path / "home"
+    cache = tmp_path / "cache"
+    for spec, says in (("tvm-llvm@0.25", "give the release as the registry lists it: tvm-llvm@0.25.0"),
+                       ("tvm-llvm@9.9.9", "apache-tvm 9.9.9 is not on the registry")):
+        res = run_cli("compare", str(model), "--targets", spec, "--no-latency", "--cache-dir", str(cache),
+                      env={"HOME": str(home), "COMPSTACK_CACHE_DIR": ""})
+        assert res.returncode == 2 and says in res.stderr and len(said(res.stderr)) == 1, res.stderr
+    assert not (cache / "envs").exists() or not [p for p in (cache / "envs").iterdir() if p.name.startswith("tvm")]
+    assert not (home / ".cache" / "compstack").exists()
+    res = run_cli("versions", "tvm-llvm", "--json", "--cache-dir", str(cache))
+    assert res.returncode == 0 and json.loads(res.stdout)["releases"][0] == "0.25.0", res.stderr

@@ -33,7 +33,7 @@ def run_compare(model: str, targets_spec: str, model_flags: ModelFlags, run_flag
     from compstack import api
     from compstack.report.tables import Progress
 
-    targets = api.resolve_targets(targets_spec)
+    targets = api.resolve_targets(targets_spec, model_flags.cache_dir)
     if run_flags.reference not in ("auto", "reference"):
         from compstack import targets as registry
 

@@ -65,7 +65,7 @@ def conformance(targets_spec: str, pattern: str | None, sample: int | None, seed
         rows = suite.trend(cfg.db)
         click.echo(json.dumps(rows, indent=1)) if as_json else print_trend(rows)
         return
-    api.resolve_targets(targets_spec)  # bad targets before bad options, as always
+    api.resolve_targets(targets_spec, cache_dir)  # bad targets before bad options, as always
     topts = parse_target_options(target_opts)
     progress = _ConformanceProgress(enabled=not as_json)
     with progress:

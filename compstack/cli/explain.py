@@ -162,7 +162,7 @@ def _explain_run(model: str | None, flags: ExplainFlags, model_flags: ModelFlags
         raise UserError("missing MODEL (zoo:NAME, file.onnx or file.py:function)")
     if not flags.targets_spec:
         raise UserError("--targets is required: the target(s) whose disagreement to explain")
-    targets = api.resolve_targets(flags.targets_spec)
+    targets = api.resolve_targets(flags.targets_spec, model_flags.cache_dir)
     parse_duration(flags.time_budget)  # bad input before any work
     if flags.keep:
         from compstack.explain.keep import parse_keep

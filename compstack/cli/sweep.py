@@ -72,8 +72,13 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
             raise UserError(f"-o {flags.out}: a folder; give the FILE.html to write")
         check_writable_file(flags.out, "-o")  # before any work: a bad -o is one line, exit 2
     if flags.last or flags.matrix:
+        used = "--last" if flags.last else "--matrix"
         if models or flags.tier:
-            raise UserError("sweep --last: give no models or --tier (it shows the newest stored sweep)")
+            raise UserError(f"sweep {used}: give no models or --tier (it shows the newest stored sweep)")
+        for flag, value in (("--resume", flags.resume), ("--cache-max-size", flags.cache_max_size),
+                            ("--bundle-faults", flags.bundle_faults), ("--jobs", flags.n_jobs)):
+            if value:
+                raise UserError(f"sweep {used}: {flag} applies to running a sweep, not to showing a stored one")
         db = ResultsDB(cfg.db, cfg.db_busy_timeout_s)
         try:
             summary = summary_of_db(db)

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from compstack.cli.options import cache_dir_option
 from compstack.core.errors import UserError
 
 __all__ = ["versions"]
@@ -23,7 +24,7 @@ def _size(n: int) -> str:
     return f"{n / 1e6:.0f} MB"
 
 
-def _provision(target: str, spec: str) -> list[str]:
+def _provision(target: str, spec: str, cache_dir: str | None) -> list[str]:
     """Build the envs of ``target`` at each version of ``spec``; returns the failures."""
     from compstack.core.envs import EnvError
     from compstack.run.releases import interpreter
@@ -32,7 +33,7 @@ def _provision(target: str, spec: str) -> list[str]:
     for v in (x.strip() for x in spec.split(",") if x.strip()):
         name = f"{target}@{v}"
         try:
-            interpreter(name)
+            interpreter(name, cache_dir)
             click.echo(f"{name}: provisioned", err=True)
         except (EnvError, OSError) as exc:
             click.echo(f"{exc}", err=True)
@@ -61,11 +62,22 @@ def _print(doc: dict[str, Any]) -> None:
         click.echo(f"  {v:<12} {line}" + ("" if v in rel else "  (not on the registry)"))
 
 
+def _not_an_alias(target: str) -> None:
+    """An alias (``cpu``) names several stacks: say so, and which (not "did you mean cpu")."""
+    from compstack import targets as registry
+
+    if target in (*registry.ALIASES, "all"):
+        names = registry.resolve(target)
+        raise UserError(f"compstack versions {target}: '{target}' is an alias of {len(names)} targets; give one "
+                        f"stack ({', '.join(names)})")
+
+
 @click.command(short_help="A stack's releases: served, provisioned (size), failed (why).")
 @click.argument("target")
 @click.option("--provision", metavar="V1,V2", help="Build the envs of these releases now.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout, nothing else.")
-def versions(target: str, provision: str | None, as_json: bool) -> None:
+@cache_dir_option()
+def versions(target: str, provision: str | None, as_json: bool, cache_dir: str | None) -> None:
     """The releases of TARGET's stack the registry serves (read with pip), which are
     provisioned in the store and their size, which failed to provision here and why,
     and how far back compstack's adapter is checked. Use a release as
@@ -88,9 +100,10 @@ def versions(target: str, provision: str | None, as_json: bool) -> None:
         base, _, release = target.partition("@")
         raise UserError(f"{target}: give the stack without @VERSION (compstack versions {base} lists its releases; "
                         f"--provision {release or 'V'} builds one)")
-    describe(target)  # a bad target before any build
-    bad = _provision(target.partition("@")[0], provision) if provision else []
-    doc = describe(target)
+    _not_an_alias(target)
+    describe(target, cache_dir)  # a bad target before any build
+    bad = _provision(target.partition("@")[0], provision, cache_dir) if provision else []
+    doc = describe(target, cache_dir)
     if as_json:
         click.echo(json.dumps(doc, indent=1))
     else:

@@ -45,14 +45,46 @@ def interpreter(target: str, cache_dir: str | None = None) -> tuple[str, dict[st
     if not version:
         return sys.executable, {}
     from compstack import targets as registry
-    from compstack.core.envs import ensure_env, worker_environ
+    from compstack.core.envs import ensure_env, find_env, worker_environ
     from compstack.core.store import open_store
     from compstack.targets.releases import recipe
 
     registry.split(target)  # UserError for a stack without versioned form
     store = open_store(cache_dir)
-    info = ensure_env(store, recipe(base, version), version)
+    rec = recipe(base, version)
+    if find_env(store, rec, version) is None:
+        _listed(target, rec.package, version)
+    info = ensure_env(store, rec, version)
     return str(info.python), worker_environ(store, info)
+
+
+def _listed(target: str, package: str, version: str) -> None:
+    """Before an env is built: ``version`` must be a release the registry lists, spelled as
+    it lists it (``0.25`` is PEP 440-equal to ``0.25.0``, but would build a second env).
+    A registry that cannot be read lets the build try (and say why it fails).
+
+    Raises:
+        UserError: not listed (one line naming the nearest spelling or the listed range).
+    """
+    from packaging.version import InvalidVersion, Version
+
+    from compstack.core.envs import EnvError, registry_releases
+    from compstack.core.errors import UserError
+
+    try:
+        listed = registry_releases(package)
+    except EnvError:
+        return
+    if version in listed:
+        return
+    try:
+        same = [v for v in listed if Version(v) == Version(version)]
+    except InvalidVersion:
+        same = []
+    if same:
+        raise UserError(f"{target}: give the release as the registry lists it: {target.split('@')[0]}@{same[0]}")
+    raise UserError(f"{target}: {package} {version} is not on the registry ({len(listed)} releases, "
+                    f"{listed[0]} .. {listed[-1]}; compstack versions {target.split('@')[0]} lists them)")
 
 
 def check_version(target: str, versions: Mapping[str, str]) -> None:

@@ -289,7 +289,7 @@ class _Runner:
         self.pruned += len(gone)
         if gone and self.progress is not None:
             self.progress.note(f"--cache-max-size: pruned {len(gone)} store entries "
-                                 f"({sum(g.bytes for g in gone) / 1e9:.1f} GB)")
+                                 f"({sum(g.bytes for g in gone) / 1e6:,.0f} MB)")
 
     def on_start(self, key: JobKey) -> None:
         self._started[key] = time.monotonic()

@@ -230,6 +230,9 @@ def resolve(spec: str) -> list[str]:
         elif "@" in name and name.partition("@")[0] in known:
             expanded = [name]
             split(name)  # UserError: a malformed version, or a stack without releases
+        elif "@" in name and name.partition("@")[0] in (*ALIASES, "all"):
+            raise UserError(f"{name}: '{name.partition('@')[0]}' is an alias of several targets; a release names "
+                            "one stack (TARGET@VERSION, e.g. ort-cpu@1.20.0; compstack versions TARGET lists them)")
         else:
             raise UserError(unknown_target(name))
         out.extend(n for n in expanded if n not in out)

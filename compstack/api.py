@@ -96,8 +96,8 @@ def resolve_targets(targets: str | Sequence[str], cache_dir: PathLike | None = N
         UserError: an unknown target or alias; a lone release that cannot be provisioned.
     """
     from compstack import targets as registry
-    names = registry.resolve(targets if isinstance(targets, str) else ",".join(targets))
-    return provision_single(names, str(cache_dir) if cache_dir is not None else None)
+    return provision_single(registry.resolve(targets if isinstance(targets, str) else ",".join(targets)),
+                            str(cache_dir) if cache_dir is not None else None)
 
 
 def resolve_target(target: str, flag: str = "--target") -> str:

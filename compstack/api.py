@@ -89,8 +89,7 @@ def load_model(spec: ModelLike, *, cache_dir: PathLike | None = None, timeout_s:
 
 def resolve_targets(targets: str | Sequence[str], cache_dir: PathLike | None = None) -> list[str]:
     """Target names from a spec: comma-separated names or aliases (``cpu``, ``all``), or a
-    sequence of them; see ``compstack targets``. A lone ``TARGET@VERSION`` has its env
-    provisioned now, in the store at ``cache_dir`` (default: the configured one).
+    sequence of them; see ``compstack targets``. A lone ``TARGET@VERSION``'s env is built now, in ``cache_dir``.
 
     Raises:
         UserError: an unknown target or alias; a lone release that cannot be provisioned.

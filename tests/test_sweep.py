@@ -120,6 +120,11 @@ def test_local_sweep_then_resume(models: list[str], store: Path, local_sweep) ->
 
     stored = summary_of_db(ResultsDB(store / "results.sqlite"), again.sweep_id)
     assert all(c["resumed"] for cells in stored["matrix"].values() for c in cells.values())
+    from compstack.report.dashboard import load_dashboard, render_dashboard
+
+    page = render_dashboard(load_dashboard(store / "results.sqlite", again.sweep_id))
+    assert page.count('class="x resumed"') == 9
+    assert summarize(again)["scheduling"].startswith("nothing run")
 
 
 class _Events:

@@ -68,7 +68,9 @@ def summarize(sweep: Any) -> dict[str, Any]:
                 "resumed": any(n.startswith("resumed: row ") for n in r.notes)} for k, r in sweep.rows.items()}
     out = summary_from_rows(specs, sweep.targets, sweep.baseline, rows)
     refs = sum(1 for k in sweep.job_times if k.split("|")[1:2] == ["reference"])
-    if "latency_s" in sweep.phases:
+    if sweep.jobs_run == 0 and sweep.resumed:
+        scheduling = "nothing run: every row was reused by --resume"
+    elif "latency_s" in sweep.phases:
         scheduling = ("two phases: every job compiled and run with latency off, as many at a time as the "
                       "executor has slots; then latency measured one job at a time per node")
     else:

@@ -149,3 +149,38 @@ def test_save_to_unwritable_folder(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(UserError, match="cannot write"):
         cir.save(model, blocker / "sub" / "m.onnx")
+
+
+@pytest.mark.parametrize("target", ["ort-cpu", "tvm-llvm", "openvino-cpu"])
+def test_memory_mapped_weights_reach_the_stacks(target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A worker leaves a model's external weights memory-mapped above 1.5 GiB (Qwen2.5-0.5B,
+    # the SD UNet). to_proto kept them as references relative to the model's folder, and a
+    # stack handed the proto looked in its current folder: ORT "External data path ...
+    # escapes working directory", TVM "not regular file", OpenVINO "invalid external data".
+    from compstack import targets as registry
+    from compstack.targets.base import LowerRequest
+
+    if not registry.get(target).availability().ok:
+        pytest.skip(f"{target} is not installed")
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((64, 64)).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])],
+                              "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    folder = tmp_path / "model"
+    folder.mkdir()
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(folder / "m.onnx"),
+              save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # where the stack would have looked for m.onnx.data
+    import onnx_ir
+
+    model = onnx_ir.load(str(folder / "m.onnx"))
+    assert isinstance(model.graph.initializers["w"].const_value, onnx_ir.ExternalTensor)
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    out = registry.get(target)(registry.get(target).Options(), LowerRequest()).lower(model).compile().run({"x": x})
+    y = next(iter(out.values())) if isinstance(out, dict) else out[0]
+    np.testing.assert_allclose(y, x @ w + b, rtol=1e-4, atol=1e-4)

@@ -28,26 +28,14 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from compstack.core.errors import UserError
+from compstack.core.extdata import inline_external
 from compstack.core.paths import check_input_file, resolve_inside
 
 if TYPE_CHECKING:
     import networkx as nx
 
-__all__ = [
-    "DEFAULT_OPSET",
-    "STANDARD_DOMAINS",
-    "ModelInput",
-    "load",
-    "load_proto",
-    "from_proto",
-    "save",
-    "to_proto",
-    "canonicalize",
-    "fingerprint",
-    "to_text",
-    "to_networkx",
-    "graph_inputs",
-]
+__all__ = ["DEFAULT_OPSET", "STANDARD_DOMAINS", "ModelInput", "load", "load_proto", "from_proto", "save", "to_proto",
+           "canonicalize", "fingerprint", "to_text", "to_networkx", "graph_inputs"]
 
 #: Default ai.onnx opset of the common IR. Models with an older opset are upgraded to
 #: it with :func:`onnx.version_converter.convert_version`; newer ones are kept.
@@ -463,8 +451,8 @@ def inline_functions(model: ir.Model) -> ir.Model:
 
 
 def to_proto(model: ir.Model) -> onnx.ModelProto:
-    """Serialise the common IR to a ``ModelProto`` (initializers inline)."""
-    return ir.serde.serialize_model(model)
+    """Serialise the common IR to a ``ModelProto``, initializers inline (:mod:`compstack.core.extdata`)."""
+    return inline_external(ir.serde.serialize_model(model), model)
 
 
 def save(model: ir.Model, path: str | os.PathLike[str], external_data: bool | None = None,

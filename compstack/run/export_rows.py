@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from compstack.analysis.fault import attribute
 from compstack.core.config import Settings
 from compstack.core.errors import ExportError
 from compstack.core.results import Report, Result, ResultsDB
+from compstack.run.faults import set_fault
 
 __all__ = ["export_failed"]
 
@@ -45,10 +45,8 @@ def export_failed(name: str, exc: ExportError, targets: Sequence[str], settings:
     try:
         db.run_status(report, "running")
         for target in targets:
-            row = Result(target=target, status="failed", stage=exc.stage, error=str(exc),
-                         notes=["the model did not export, so no stack ran"])
-            found = attribute(row)
-            row.fault, row.fault_reason = found.fault, found.reason
+            row = set_fault(Result(target=target, status="failed", stage=exc.stage, error=str(exc),
+                                   notes=["the model did not export, so no stack ran"]))
             report.results.append(row)
             db.add(report, row)
             if on_result:

@@ -22,7 +22,7 @@ import numpy as np
 from compstack.analysis.fault import attribute, is_translated
 from compstack.core.results import Result
 
-__all__ = ["bundle_faults", "eager_check", "finish_row", "write_fault_bundle"]
+__all__ = ["bundle_faults", "eager_check", "finish_row", "set_fault", "write_fault_bundle"]
 
 
 def finish_row(result: Result, outcome: Any, eager: Callable[[], tuple[bool | None, str]] | None = None) -> Result:
@@ -43,7 +43,13 @@ def finish_row(result: Result, outcome: Any, eager: Callable[[], tuple[bool | No
     agrees, note = None, ""
     if result.status == "mismatch" and eager is not None and is_translated(result.flags):
         agrees, note = eager()
-    found = attribute(result, agrees, note)
+    return set_fault(result, agrees, note)
+
+
+def set_fault(result: Result, eager_agrees: bool | None = None, eager_note: str = "") -> Result:
+    """Set ``result``'s ``fault`` and ``fault_reason`` (:func:`compstack.analysis.fault.attribute`)
+    and note them, in place; returns ``result``."""
+    found = attribute(result, eager_agrees, eager_note)
     result.fault, result.fault_reason = found.fault, found.reason
     if found.fault:
         result.notes.append(f"fault: {found.fault}: {found.reason}")

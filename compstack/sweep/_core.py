@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from compstack import targets as registry
-from compstack.analysis.fault import attribute
 from compstack.analysis.opstats import op_stats
 from compstack.core.config import Settings
 from compstack.core.errors import UserError
@@ -34,6 +33,7 @@ from compstack.core.inputs import input_sets_for, save_npz
 from compstack.core.procs import run_tempdir
 from compstack.core.results import Report, Result, ResultsDB
 from compstack.run import session as S
+from compstack.run.faults import set_fault
 from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.run.runner import Limits
 from compstack.sweep._probe import probe_versions
@@ -465,11 +465,8 @@ def _plan(r: _Runner, options: SweepOptions) -> Iterator[list[tuple[JobKey, Job]
         for name in options.compare.targets:
             opts = options.compare.target_options.get(name, {})
             if m.source is None:
-                row = Result(target=name, status="failed", stage=m.report.model.get("import_stage", "import"),
-                             error=m.report.model["import_error"])
-                found = attribute(row)
-                row.fault, row.fault_reason = found.fault, found.reason
-                r.record(m, row)
+                r.record(m, set_fault(Result(target=name, status="failed", error=m.report.model["import_error"],
+                                             stage=m.report.model.get("import_stage", "import"))))
                 continue
             earlier = r.earlier(m, name, opts)
             if earlier is not None:

@@ -206,6 +206,8 @@ def profile(compiled: Any, inputs: list[list[np.ndarray]], warmup: int, runs: in
         so = _session_options(ort, compiled.target.options, level="disable", threads=compiled.target.threads)
         so.enable_profiling = True
         so.profile_file_prefix = str(Path(tmp) / "ort")
+        if compiled.data is not None:  # a large model's initializers, beside the artifact (ort/large.py)
+            so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(compiled.data.parent))
         sess = ort.InferenceSession(compiled.optimized, so, providers=list(compiled.target.providers))
         feeds = [dict(zip(compiled.input_names, arrays)) for arrays in inputs]
         for i in range(warmup + runs):

@@ -3,13 +3,15 @@
 Stages: ``onnx`` (the graph handed to ORT) and ``optimized`` (the graph after ORT's
 graph optimizer at the chosen level, written by ``SessionOptions.optimized_model_filepath``;
 fused nodes such as ``com.microsoft:FusedConv`` are visible there). The artifact is that
-optimized model, which a later session loads with graph optimization disabled.
-Reference: ONNX Runtime docs, "Graph optimizations".
+optimized model, which a later session loads with graph optimization disabled; for a
+model past 1 GiB it is ``optimized.onnx`` with its weights in ``optimized.onnx.data``
+(:mod:`compstack.targets.ort.large`: protobuf's 2 GiB limit). Reference: ONNX Runtime docs, "Graph optimizations".
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +22,8 @@ import onnx
 import onnx_ir as ir
 
 from compstack.core import ir as cir
-from compstack.core.errors import UnsupportedError
 from compstack.targets.base import PLAIN_DTYPES, Availability, Compiled, Lowered, Target, TargetOptions
+from compstack.targets.ort.errors import unsupported_ops
 
 __all__ = ["OrtCpuTarget", "OrtCudaTarget", "OrtOptions"]
 
@@ -185,8 +187,8 @@ class OrtCpuTarget(Target):
         path = folder / "optimized.onnx"
         so = _session_options(ort, self.options, level="disable", threads=self.threads)
         custom_ops.add_to_session(so, path.read_bytes())
-        sess = ort.InferenceSession(str(path), so, providers=list(self.providers))
-        return _OrtCompiled(self, model, sess, path.read_bytes())
+        sess = ort.InferenceSession(str(path), so, providers=list(self.providers))  # finds optimized.onnx.data
+        return _OrtCompiled(self, model, sess, path.read_bytes(), folder)
 
 
 class _OrtLowered(Lowered):
@@ -197,47 +199,31 @@ class _OrtLowered(Lowered):
         self.proto = proto
         self._optimized: bytes | None = None
 
-    def _optimize(self) -> tuple[Any, bytes]:
+    def _optimize(self, tmp: Path) -> tuple[Any, bytes]:
         import onnxruntime as ort
 
-        from compstack.targets.ort import custom_ops
+        from compstack.targets.ort import custom_ops, large
 
-        opts = self.target.options
-        with tempfile.TemporaryDirectory(prefix="compstack-ort-") as tmp:
-            opt_path = Path(tmp) / "optimized.onnx"
-            so = _session_options(ort, opts, threads=self.target.threads)
-            so.optimized_model_filepath = str(opt_path)
-            custom_ops.add_to_session(so, self.proto)
-            sess = ort.InferenceSession(self.proto.SerializeToString(), so, providers=list(self.target.providers),
-                                        **_disabled(opts))
-            data = opt_path.read_bytes()
-        return sess, data
+        so = _session_options(ort, opts := self.target.options, threads=self.target.threads)
+        so.optimized_model_filepath = str(tmp / "optimized.onnx")
+        custom_ops.add_to_session(so, self.proto)
+        sess = ort.InferenceSession(large.session_model(self.proto, tmp, so), so,
+                                    providers=list(self.target.providers), **_disabled(opts))
+        return sess, (tmp / "optimized.onnx").read_bytes()
 
     def compile_impl(self) -> Compiled:
+        tmp = tempfile.TemporaryDirectory(prefix="compstack-ort-")  # holds a large model's optimized.onnx.data
         try:
-            sess, data = self._optimize()
+            sess, data = self._optimize(Path(tmp.name))
         except Exception as exc:
-            unsupported = _unsupported(str(exc), self.target.name)
+            tmp.cleanup()
+            unsupported = unsupported_ops(str(exc), self.target.name)
             if unsupported is not None:
                 raise unsupported from exc
             raise
-        compiled = _OrtCompiled(self.target, self.model, sess, data)
+        compiled = _OrtCompiled(self.target, self.model, sess, data, Path(tmp.name), tmp)
         self.add_stage("optimized", compiled.stages["optimized"])
         return compiled
-
-
-#: ORT's messages for an op it has no kernel or schema for.
-_NO_KERNEL = re.compile(r"Could not find an implementation for (?P<op>\w+)\(\d+\)")
-_NO_SCHEMA = re.compile(r"(?P<dom>[\w.]+):(?P<op>\w+)\(-?\d+\) is not a registered function/op")
-
-
-def _unsupported(message: str, target: str) -> UnsupportedError | None:
-    """An UnsupportedError when ORT refused the session for lack of an op kernel/schema."""
-    ops = [m.group("op") for m in _NO_KERNEL.finditer(message)]
-    ops += [f"{m.group('dom')}::{m.group('op')}" for m in _NO_SCHEMA.finditer(message)]
-    if not ops:
-        return None
-    return UnsupportedError(f"{target}: unsupported ops: {', '.join(sorted(set(ops)))}", sorted(set(ops)))
 
 
 def _optimized_text(data: bytes) -> str:
@@ -247,12 +233,16 @@ def _optimized_text(data: bytes) -> str:
 
 
 class _OrtCompiled(Compiled):
-    artifact_files = ("optimized.onnx",)
+    artifact_files: tuple[str, ...] = ("optimized.onnx",)
 
-    def __init__(self, target: Target, model: ir.Model, session: Any, optimized: bytes) -> None:
+    def __init__(self, target: Target, model: ir.Model, session: Any, optimized: bytes, folder: Path,
+                 tmp: Any = None) -> None:
+        from compstack.targets.ort.large import DATA
+
         super().__init__(target, model)
-        self.session = session
-        self.optimized = optimized
+        self.session, self.optimized, self._tmp = session, optimized, tmp  # tmp: removed with this artifact
+        self.data = folder / DATA if (folder / DATA).exists() else None  # a large model's initializers
+        self.artifact_files = ("optimized.onnx", DATA) if self.data else ("optimized.onnx",)
         self.stages["optimized"] = lambda: _optimized_text(optimized)
 
     def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -265,6 +255,8 @@ class _OrtCompiled(Compiled):
 
     def save_impl(self, folder: Path) -> None:
         (folder / "optimized.onnx").write_bytes(self.optimized)
+        if self.data is not None and self.data != folder / self.data.name:
+            shutil.copyfile(self.data, folder / self.data.name)
 
     def kernels_impl(self) -> Any:
         from compstack.targets.ort.kernels import kernel_map

@@ -123,11 +123,17 @@ class CheckedOracle:
         return {k: np.asarray(v) for k, v in out.items()}  # type: ignore[union-attr]  # a dict with intermediate=True
 
     def f32(self) -> dict[str, np.ndarray] | None:
-        """Every tensor of the model evaluated in its own precision (None when the reference
-        evaluator cannot run it; :attr:`f32_error` says why)."""
+        """The model evaluated in its own precision: the tensors the floor and the undefined-
+        behaviour rules read (graph outputs, integer and bool tensors, inputs of the ops in
+        ``_UB_OPS``); the rest is let go, as a real model's intermediates reach gigabytes.
+        None when the reference evaluator cannot run it; :attr:`f32_error` says why."""
         if self._f32 is None and not self._f32_error:
             try:
-                self._f32 = self._evaluate(self.proto, self.feeds)
+                every = self._evaluate(self.proto, self.feeds)
+                read = {o.name for o in self.proto.graph.output}
+                read.update(i for n in self.proto.graph.node if n.op_type in _UB_OPS for i in n.input)
+                self._f32 = {k: v for k, v in every.items() if k in read or v.dtype.kind in "biu"}
+                del every
             except Exception as exc:  # noqa: BLE001 - no floor: the tolerance alone decides
                 self._f32_error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
         return self._f32

@@ -241,6 +241,8 @@ def test_ray_executor_gives_the_local_outcomes() -> None:
     assert [f["signature"] for f in remote["findings"]] == [f["signature"] for f in local["findings"]]
     assert remote["executor"]["workers"] == 2 and sum(remote["executor"]["hosts"].values()) == 3
     assert local["executor"] == {"name": "local"}
+    if not local["findings"]:  # no -o and nothing found: no empty compstack-fuzz-* folder is left behind
+        assert local["out_dir"] == ""
 
 
 def test_zero_norm_is_undefined() -> None:

@@ -336,7 +336,11 @@ class _Campaign:
             f"{target or 'TARGET'} -o {folder}-explained\n", encoding="utf-8")
 
     def close(self) -> None:
+        """Stop the workers; a temporary bundle folder that got no bundle is removed (the
+        record then says ``out_dir: ""``)."""
         self.ev.close()
+        if not self.o.out_dir and self.bundle_root.is_dir() and not any(self.bundle_root.iterdir()):
+            self.bundle_root.rmdir()
 
 
 def run_campaign(opts: CampaignOptions, on_progress: Callable[[str], None] | None = None,
@@ -403,7 +407,8 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[str], None] | Non
             "phases": {"generate_s": round(generated_s, 3), "reduce_s": round(reduce_s, 3),
                        "generate_graphs_per_min": round(c.graphs / max(generated_s / 60, 1e-9), 2)},
             "outcomes": c.outcomes, "stage_seconds": c.seconds, "own_seconds": c.own, "versions": c.versions,
-            "out_dir": str(c.bundle_root), "findings": [f.row() for f in c.findings], "ops": c.gen.ops(),
+            "out_dir": str(c.bundle_root) if c.bundle_root.is_dir() else "", "findings": [f.row() for f in c.findings],
+            "ops": c.gen.ops(),
             "symbolic_graphs": c.gen.stats["symbolic"], "executor": c.executor}
 
 

@@ -41,8 +41,9 @@ from typing import Any
 
 
 def _sweep(models: list[str], targets: str, cache: Path, db: Path, timeout: float,
-           cap: str = "") -> tuple[float, int, str]:
-    """Run the sweep; returns (wall seconds, exit status, sweep id)."""
+           cap: str = "") -> tuple[float, int, str, dict[str, float]]:
+    """Run the sweep; returns (wall seconds, exit status, sweep id, job seconds per target
+    and ``reference``: the sweep summary's ``job_s``)."""
     argv = [sys.executable, "-m", "compstack.cli", "sweep", *models, "--targets", targets, "--no-latency",
             "--resume", "--db", str(db), "--timeout", str(timeout), "--json",
             *(["--cache-max-size", cap] if cap else [])]
@@ -51,10 +52,11 @@ def _sweep(models: list[str], targets: str, cache: Path, db: Path, timeout: floa
     proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env=env)  # stderr: the progress lines
     wall = time.monotonic() - t0
     try:
-        sweep_id = json.loads(proc.stdout)["sweep_id"]
+        summary = json.loads(proc.stdout)
+        sweep_id, job_s = summary["sweep_id"], summary.get("job_s", {})
     except (ValueError, KeyError):
-        sweep_id = ""
-    return wall, proc.returncode, sweep_id
+        sweep_id, job_s = "", {}
+    return wall, proc.returncode, sweep_id, job_s
 
 
 def _rows(db: Path, sweep_id: str) -> list[dict[str, Any]]:
@@ -117,16 +119,17 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     cache = work / "cache"
     print(f"real tier: {len(models)} models x {args.targets}; work folder {work}", file=sys.stderr, flush=True)
-    cold_s, cold_rc, cold_id = _sweep(models, args.targets, cache, work / "cold.sqlite", args.timeout,
+    cold_s, cold_rc, cold_id, cold_jobs = _sweep(models, args.targets, cache, work / "cold.sqlite", args.timeout,
                                       args.cache_max_size)
     result: dict[str, Any] = {"models": len(models), "targets": args.targets, "cold_s": cold_s,
-                              "cold_exit": cold_rc, "load_after_cold": os.getloadavg(), "cpus": os.cpu_count()}
+                              "cold_exit": cold_rc, "load_after_cold": os.getloadavg(), "cpus": os.cpu_count(),
+                              "cold_job_s": cold_jobs}
     if cold_id:
         result["per_target"] = summarize(_rows(work / "cold.sqlite", cold_id))
     if not args.no_warm:
         warm_db = work / f"warm-{int(time.time())}.sqlite"
-        result["warm_s"], result["warm_exit"], _ = _sweep(models, args.targets, cache, warm_db, args.timeout,
-                                                          args.cache_max_size)
+        result["warm_s"], result["warm_exit"], _, result["warm_job_s"] = _sweep(
+            models, args.targets, cache, warm_db, args.timeout, args.cache_max_size)
         result["warm_over_cold"] = result["warm_s"] / cold_s if cold_s else None
     if args.json:
         print(json.dumps(result, indent=1))
@@ -135,6 +138,10 @@ def main() -> int:
     print(f"cold: {cold_s:.0f} s (exit {cold_rc})" + (f"; warm: {result['warm_s']:.0f} s "
                                                         f"(x{result['warm_over_cold']:.2f} of cold)"
                                                         if "warm_s" in result else ""))
+    if result.get("cold_job_s"):
+        print("\njob seconds (worker wall time, summed over the models) | cold | warm")
+        for k, v in result["cold_job_s"].items():
+            print(f"  {k:<18} {v:8.1f} {result.get('warm_job_s', {}).get(k, float('nan')):8.1f}")
     print("\n| target | ok/rows | compile median s | geomean s | max s | peak RSS compile median/max MiB "
           "| run max MiB | non-ok by status@stage | faults |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -102,6 +102,7 @@ def test_local_sweep_then_resume(models: list[str], store: Path, local_sweep) ->
     assert s["counts"]["iree-llvm-cpu"]["status"] == {"ok": 3}
     assert s["geomean_speedup"]["ort-cpu"] == {"geomean": None, "models": 0}  # no latency, no speedup
     assert s["reference_jobs"] == 3 and "latency_s" not in s["phases"] and s["scheduling"].startswith("one phase")
+    assert set(s["job_s"]) == {*TARGETS, "reference"} and all(v > 0 for v in s["job_s"].values())
     db = sqlite3.connect(store / "results.sqlite")
     rows = db.execute("SELECT target, status FROM results WHERE sweep_id = ?", (sweep.sweep_id,)).fetchall()
     assert len(rows) == 9

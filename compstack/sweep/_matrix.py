@@ -75,9 +75,12 @@ def summarize(sweep: Any) -> dict[str, Any]:
                       "executor has slots; then latency measured one job at a time per node")
     else:
         scheduling = "one phase (--no-latency): every job compiled and run, as many at a time as the executor has slots"
+    job_s: dict[str, float] = {}  # where the sweep's job time went: seconds per target (and the reference)
+    for k, t in sweep.job_times.items():
+        job_s[k.split("|")[1]] = job_s.get(k.split("|")[1], 0.0) + t
     out.update(sweep_id=sweep.sweep_id, status=sweep.status, executor=sweep.executor, wall_s=sweep.wall_s,
                phases=sweep.phases, jobs_run=sweep.jobs_run, reference_jobs=refs, resumed=sweep.resumed,
-               scheduling=scheduling,
+               scheduling=scheduling, job_s={k: round(v, 2) for k, v in sorted(job_s.items())},
                warnings=sweep.warnings)
     return out
 

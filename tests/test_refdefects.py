@@ -113,8 +113,34 @@ def test_mean_broadcasts_out_of_place() -> None:
     assert raw is None or not np.allclose(raw, want)  # onnx 1.23 raises: in-place += cannot broadcast
 
 
+def test_averagepool_ceil_mode_window_divides_by_the_input_and_pads_it_covers() -> None:
+    # x = [[1, 2, 3], [4, 5, 6], [7, 8, 9]], kernel 2, stride 2, ceil_mode: windows [0, 1] and
+    # [2, (3)] on each axis, count_include_pad=1 and no pads: the overhang (3) is no pad.
+    # (0,0): (1+2+4+5)/4 = 3; (0,1): (3+6)/2 = 4.5; (1,0): (7+8)/2 = 7.5; (1,1): 9/1 = 9.
+    m = _model("AveragePool", 20, [[1, 1, 3, 3]], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1,
+               count_include_pad=1)
+    np.testing.assert_allclose(_both(m, np.arange(1.0, 10.0).reshape(1, 1, 3, 3))[0].ravel(), [3.0, 4.5, 7.5, 9.0])
+    # x = 1..7, kernel 3, stride 3, ceil_mode: windows [1, 2, 3], [4, 5, 6], [7, (8), (9)]: 2, 5, 7 with
+    # either count_include_pad (onnx 1.23's reference: [1.5, 4, 6] and [1, 4, 6]).
+    for cip in (0, 1):
+        m = _model("AveragePool", 20, [[1, 1, 7]], kernel_shape=[3], strides=[3], ceil_mode=1, count_include_pad=cip)
+        fixed, raw = _both(m, np.arange(1.0, 8.0).reshape(1, 1, 7))
+        np.testing.assert_allclose(fixed.ravel(), [2.0, 5.0, 7.0])
+        assert raw is not None and not np.allclose(raw.ravel(), [2.0, 5.0, 7.0])  # the defect, in this onnx
+    # HF EfficientNet's pooler, AvgPool2d(1280, ceil_mode=True) on a 7x7 map: the mean, 1 for ones.
+    m = _model("AveragePool", 20, [[1, 1, 7, 7]], kernel_shape=[1280, 1280], strides=[1280, 1280], ceil_mode=1,
+               count_include_pad=1)
+    fixed, raw = _both(m, np.ones((1, 1, 7, 7)))
+    assert fixed.ravel().tolist() == [1.0] and raw is not None and abs(float(raw.ravel()[0]) - 1.0) > 0.1
+    # count_include_pad=1 with a real pad still counts the pad: [1, 2, 3] padded [0, 1, 2, 3], kernel 2,
+    # stride 2: (0+1)/2 = 0.5, (2+3)/2 = 2.5.
+    m = _model("AveragePool", 20, [[1, 1, 3]], kernel_shape=[2], strides=[2], pads=[1, 0], count_include_pad=1)
+    np.testing.assert_allclose(_both(m, np.array([[[1.0, 2.0, 3.0]]]))[0].ravel(), [0.5, 2.5])
+
+
 def test_every_entry_is_tested_here() -> None:
-    assert {d.op for d in DEFECTS} == {"Softmax", "LogSoftmax", "Hardmax", "LpNormalization", "LRN", "Mean"}
+    assert {d.op for d in DEFECTS} == {"Softmax", "LogSoftmax", "Hardmax", "LpNormalization", "LRN", "Mean",
+                                       "AveragePool"}
     assert all(d.why and d.fix and d.opsets[0] <= d.opsets[1] for d in DEFECTS)
 
 

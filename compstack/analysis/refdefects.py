@@ -97,6 +97,61 @@ def _mean(*xs: np.ndarray) -> np.ndarray:
     return (_sum(*xs) / len(xs)).astype(np.result_type(*xs))
 
 
+def _pool_axis(size: int, kernel: int, stride: int, dilation: int, pad_b: int, pad_e: int,
+               ceil: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One spatial axis of an average pool: the 0/1 matrix ``[out, size]`` of the input
+    positions in each window, and each window's positions inside the input with its pads.
+
+    Output length (Operators.md#AveragePool, ONNX >= 1.16 and PyTorch alike):
+    ``floor_or_ceil((size + pad_b + pad_e - ((kernel - 1) * dilation + 1)) / stride) + 1``,
+    less one in ceil mode when the last window would start past the input and its begin pad.
+    """
+    span = (kernel - 1) * dilation + 1
+    q = (size + pad_b + pad_e - span) / stride
+    out = int(math.ceil(q) if ceil else math.floor(q)) + 1
+    if ceil and (out - 1) * stride >= size + pad_b:
+        out -= 1
+    pos = np.arange(out)[:, None] * stride - pad_b + np.arange(kernel)[None, :] * dilation
+    member = np.zeros((out, size))
+    for o in range(out):
+        inside = pos[o][(pos[o] >= 0) & (pos[o] < size)]
+        member[o, inside] = 1.0
+    return member, ((pos >= -pad_b) & (pos < size + pad_e)).sum(1)
+
+
+def _average_pool(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    auto = attrs.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+    k = [int(v) for v in attrs["kernel_shape"]]
+    nd = len(k)
+    if auto not in ("NOTSET", "VALID"):  # SAME_* pads are left to the evaluator
+        from onnx.reference import ReferenceEvaluator
+
+        t = onnx.helper.np_dtype_to_tensor_dtype(x.dtype)
+        graph = onnx.helper.make_graph([onnx.helper.make_node("AveragePool", ["x"], ["y"], **attrs)], "pool",
+                                       [onnx.helper.make_tensor_value_info("x", t, list(x.shape))],
+                                       [onnx.helper.make_tensor_value_info("y", t, None)])
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 22)])
+        return np.asarray(ReferenceEvaluator(model).run(None, {"x": x})[0])  # type: ignore[index]  # a list
+    pads = [int(v) for v in attrs.get("pads", [0] * 2 * nd)] if auto == "NOTSET" else [0] * 2 * nd
+    strides = [int(v) for v in attrs.get("strides", [1] * nd)]
+    dil = [int(v) for v in attrs.get("dilations", [1] * nd)]
+    total = x.astype(np.float64)
+    valid: Any = 1.0
+    padded: Any = 1.0
+    for d in range(nd):
+        member, n_pad = _pool_axis(x.shape[2 + d], k[d], strides[d], dil[d], pads[d], pads[nd + d],
+                                   bool(attrs.get("ceil_mode", 0)))
+        total = np.moveaxis(np.tensordot(total, member, axes=([2 + d], [1])), -1, 2 + d)
+        shape = [1] * nd
+        shape[d] = -1
+        valid = valid * member.sum(1).reshape(shape)
+        padded = padded * n_pad.reshape(shape)
+    count = padded if int(attrs.get("count_include_pad", 0)) else valid
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / count, 0.0).astype(x.dtype)
+
+
 _FAMILY = "opset-13 rule (softmax along one axis) instead of the coerced 2-D semantics of opsets 1-12"
 _COERCED = "flatten to [prod(shape[:axis]), prod(shape[axis:])], normalise each row (Changelog.md, {op}-11)"
 
@@ -112,11 +167,18 @@ DEFECTS: tuple[Defect, ...] = (
            "(Operators.md#LRN)"),
     Defect("Mean", (1, 99), "accumulates in place into the first input (fails when the first input is "
            "the one broadcast)", "out-of-place broadcasting sum divided by the input count"),
+    Defect("AveragePool", (10, 99), "ceil_mode=1: a window reaching past the input is misplaced (1..7, kernel 3, "
+           "stride 3: [1.5, 4, 6] instead of [2, 5, 7]) or, with count_include_pad=1, gets a wrong divisor "
+           "(7x7 ones, kernel 10: 0.735 instead of 1; HF EfficientNet's AvgPool2d(1280, ceil_mode=True) on "
+           "its 7x7 map)",
+           "the window's sum over the input divided by its positions inside the input and its explicit pads "
+           "(PyTorch's AvgPool and ONNX Runtime; Operators.md#AveragePool: count_include_pad counts pad "
+           "pixels, and a ceil-mode overhang is no pad); auto_pad SAME_* left to the evaluator"),
 )
 
 _IMPL: dict[str, Callable[..., np.ndarray]] = {
     "Softmax": _softmax, "LogSoftmax": _log_softmax, "Hardmax": _hardmax, "LpNormalization": _lp_norm,
-    "LRN": _lrn, "Mean": _mean,
+    "LRN": _lrn, "Mean": _mean, "AveragePool": _average_pool,
 }
 
 

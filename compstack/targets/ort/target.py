@@ -222,6 +222,8 @@ class _OrtLowered(Lowered):
                 raise unsupported from exc
             raise
         compiled = _OrtCompiled(self.target, self.model, sess, data, Path(tmp.name), tmp)
+        if compiled.data is None:  # a model under the limit: its artifact is all in `data`
+            tmp.cleanup()
         self.add_stage("optimized", compiled.stages["optimized"])
         return compiled
 

@@ -136,20 +136,20 @@ def _average_pool(x: np.ndarray, **attrs: Any) -> np.ndarray:
     pads = [int(v) for v in attrs.get("pads", [0] * 2 * nd)] if auto == "NOTSET" else [0] * 2 * nd
     strides = [int(v) for v in attrs.get("strides", [1] * nd)]
     dil = [int(v) for v in attrs.get("dilations", [1] * nd)]
-    total = x.astype(np.float64)
+    total = x if x.dtype.kind == "f" else x.astype(np.float64)  # a float32 evaluation stays float32 (the floor)
     valid: Any = 1.0
     padded: Any = 1.0
     for d in range(nd):
         member, n_pad = _pool_axis(x.shape[2 + d], k[d], strides[d], dil[d], pads[d], pads[nd + d],
                                    bool(attrs.get("ceil_mode", 0)))
-        total = np.moveaxis(np.tensordot(total, member, axes=([2 + d], [1])), -1, 2 + d)
+        total = np.moveaxis(np.tensordot(total, member.astype(total.dtype), axes=([2 + d], [1])), -1, 2 + d)
         shape = [1] * nd
         shape[d] = -1
         valid = valid * member.sum(1).reshape(shape)
         padded = padded * n_pad.reshape(shape)
     count = padded if int(attrs.get("count_include_pad", 0)) else valid
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, total / count, 0.0).astype(x.dtype)
+        return np.where(count > 0, total / np.asarray(count, total.dtype), 0.0).astype(x.dtype)
 
 
 _FAMILY = "opset-13 rule (softmax along one axis) instead of the coerced 2-D semantics of opsets 1-12"

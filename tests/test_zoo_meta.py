@@ -65,3 +65,26 @@ def test_metadata_is_what_a_fresh_export_counts(name: str, cache: Path) -> None:
         assert built[key] == value, (f"zoo:{name} {key}: the export counts {built[key]!r}, the metadata says "
                                      f"{value!r}; run python3 scripts/toy_zoo_meta.py")
         assert listed[key] == value
+
+
+def test_a_cached_export_below_the_default_opset_reads_back_as_written(tmp_path: Path) -> None:
+    """zoo:resnet50-opset18's entry: read back, the model was upgraded to opset 20, its
+    fingerprint no longer matched the recorded one, and the sweep failed all 7 rows at build."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    from compstack.core import ir as cir
+    from compstack.frontends.zoo import _cache
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = cir.canonicalize(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), "relu18", opset=18)
+    source = cir.SourceModel(name="zoo:relu18", model=model, example_inputs={"x": np.ones(2, np.float32)},
+                             val_ranges={}, origin="zoo", native=None)
+    entry = _cache.entry_dir(tmp_path, "relu18", 1)
+    assert _cache.write(entry, source)
+    back = _cache.read(entry, "zoo:relu18")
+    assert back is not None and back.fingerprint == source.fingerprint
+    assert back.model.opset_imports[""] == 18 and onnx.load(str(entry / "model.onnx")).opset_import[0].version == 18

@@ -101,7 +101,7 @@ def read(entry: Path, display_name: str) -> cir.SourceModel | None:
         return None
     meta = found.meta
     try:
-        model = cir.load(entry / _MODEL)
+        model = cir.load(entry / _MODEL, opset=1)  # as exported: a zoo:resnet50-opset18 stays at opset 18
         with np.load(entry / _INPUTS, allow_pickle=False) as npz:
             arrays = {k: npz[f"arr_{i}"] for i, k in enumerate(meta["inputs"])}
         if cir.fingerprint(model) != meta["fingerprint"]:

@@ -29,7 +29,7 @@ from compstack.fusion.run import KernelsOptions, TargetKernels
 from compstack.run.dump import DumpResult
 from compstack.run.releases import provision_single
 from compstack.run.runner import Limits
-from compstack.run.session import CompareOptions
+from compstack.run.session import CompareOptions, check_reference
 from compstack.targets.base import LowerRequest, Target
 
 __all__ = [
@@ -194,8 +194,7 @@ def compare(model: ModelLike, targets: str | Sequence[str] | None = None, *, opt
         _check_compare_options(options)
     names = registry.resolve(spec)
     opts = CompareOptions(targets=names) if options is None else options
-    if opts.reference not in ("auto", "reference"):
-        registry.get(opts.reference)
+    check_reference(opts.reference)
     _check_writable_file(save_inputs, "--save-inputs")
     _check_writable_file(save_outputs, "--save-outputs")
     cfg = _settings(cache_dir=cache_dir, db=db)

@@ -34,10 +34,9 @@ def run_compare(model: str, targets_spec: str, model_flags: ModelFlags, run_flag
     from compstack.report.tables import Progress
 
     targets = api.resolve_targets(targets_spec, model_flags.cache_dir)
-    if run_flags.reference not in ("auto", "reference"):
-        from compstack import targets as registry
+    from compstack.run.session import check_reference
 
-        registry.get(run_flags.reference)
+    check_reference(run_flags.reference)
     _check_paths(model, model_flags, run_flags)
     check_writable_file(run_flags.save_inputs, "--save-inputs")
     check_writable_file(run_flags.save_outputs, "--save-outputs")

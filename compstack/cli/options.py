@@ -317,7 +317,9 @@ def run_options(f: F) -> F:
         rtol_option(),
         atol_option(),
         click.option("--reference", default="auto", show_default=True,
-                     help="auto (float64 onnx.reference when small enough, else ort-cpu), reference, or a target."),
+                     help="auto (float64 onnx.reference when small enough, else eager-float64), reference, "
+                          "eager-float64 (compstack's translated program run eagerly in float64 by PyTorch), "
+                          "or a target (in float32)."),
         click.option("--no-latency", is_flag=True, help="Skip latency measurement."),
         warmup_option(),
         min_runs_option(),

@@ -99,8 +99,9 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
     baseline = flags.baseline or next((t for t in registry.with_role("baseline") if t in targets), targets[0])
     if baseline not in targets:
         raise UserError(f"--baseline {baseline}: not one of the swept targets ({', '.join(targets)})")
-    if run.reference not in ("auto", "reference"):
-        registry.get(run.reference)
+    from compstack.run.session import check_reference
+
+    check_reference(run.reference)
     options = compare_options(targets, model, run)
     cap = _cache_cap(flags, options)
     executor = _executor(flags)

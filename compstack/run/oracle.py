@@ -84,6 +84,11 @@ class CheckedOracle:
         work: a scratch folder for the float64 copy and its inputs.
     """
 
+    #: What the float64 reference is, for a row's reason.
+    reference_what = "onnx.reference"
+    #: A note for a row that does not agree (``""``: none).
+    note_if_bad = ""
+
     def __init__(self, model_path: Path, feeds: Mapping[str, np.ndarray], ref64: Mapping[str, np.ndarray],
                  run_job: RunJob, store: StoreModel, work: Path) -> None:
         self.model_path, self.feeds, self.ref64 = Path(model_path), dict(feeds), dict(ref64)
@@ -175,6 +180,11 @@ class CheckedOracle:
 
             self._f64 = self._evaluate(to_float64(self.proto), self.feeds)
         return self._f64
+
+    def may_be_undefined(self) -> bool:
+        """True when the model has an op with an undefined-behaviour rule that is checked on
+        every compared row (:data:`_UB_OPS`)."""
+        return any(n.op_type in _UB_OPS for n in self.proto.graph.node)
 
     def undefined(self) -> list[str]:
         """The undefined-behaviour rules that fire on this model and input set and can reach an
@@ -292,6 +302,8 @@ def judge_row(result: Any, actual: Mapping[str, np.ndarray], ref: Mapping[str, n
     if oracle is not None:
         _relabel(comps, oracle)
         result.notes.extend(f"undefined behaviour set aside: {m}" for m in oracle.masked_ub)
+        if oracle.note_if_bad and row_kind(c.kind for c in comps) not in AGREEING:
+            result.notes.append(oracle.note_if_bad)
     result.outputs = [c.to_dict() for c in comps]
     kind = row_kind(c.kind for c in comps)
     if user:
@@ -312,7 +324,7 @@ def _relabel(comps: list[Any], oracle: CheckedOracle) -> None:
     from compstack.analysis.verdict import BAD
 
     bad = [c for c in comps if c.kind in BAD]
-    if bad or any(n.op_type in _UB_OPS for n in oracle.proto.graph.node):
+    if bad or oracle.may_be_undefined():
         rules = oracle.undefined()
         if rules:
             for c in comps:
@@ -326,7 +338,7 @@ def _relabel(comps: list[Any], oracle: CheckedOracle) -> None:
         if cc.error:
             c.reason += f"; the reference was not cross-checked ({cc.error})"
         elif c.name in cc.disagree:
-            c.reason = (f"the float64 oracles disagree at {', '.join(cc.disagree[c.name][:3])}: onnx.reference vs "
+            c.reason = (f"the oracles disagree at {', '.join(cc.disagree[c.name][:3])}: {oracle.reference_what} vs "
                         f"{cc.oracle} (was {c.kind}: {c.reason})")
             c.kind, c.ok = "reference-suspect", False
         else:
@@ -337,7 +349,9 @@ def checked_oracle(report: Any, ref: Mapping[str, np.ndarray] | None, run: Calla
                    feeds: Mapping[str, np.ndarray], work: Path,
                    store_model: Callable[[Any, str, Path, str], Path]) -> CheckedOracle | None:
     """The comparison's :class:`CheckedOracle` when its reference is the float64 ONNX
-    reference; None otherwise (a float32 stand-in: the tolerance alone judges).
+    reference, a :class:`compstack.run.stackref.LargeOracle` when it is the float64
+    ``large-reference`` of a model too large for it; None otherwise (a float32 stand-in:
+    the tolerance alone judges).
 
     Args:
         report: the comparison's :class:`~compstack.core.results.Report` (its ``reference``).
@@ -348,6 +362,12 @@ def checked_oracle(report: Any, ref: Mapping[str, np.ndarray] | None, run: Calla
         store_model: :func:`compstack.run.session._store_model` (a verified store entry).
     """
     info = report.reference
+    if ref is not None and info.get("role") and not info.get("fallback_from") and not report.model.get("import_error"):
+        from compstack.run.stackref import LARGE_ROLE, LargeOracle
+
+        if info["role"] == LARGE_ROLE:
+            return LargeOracle(model, ref, lambda name, opts, latency, tag: run(name, opts, latency, tag),
+                               work / "large-oracle")
     if ref is None or info.get("target") != "reference" or info.get("precision") != "float64" \
             or report.model.get("import_error"):
         return None

@@ -9,8 +9,10 @@ of memory costs its own row only.
 
 Reference choice: the ``reference`` target (``onnx.reference`` in float64) when the
 model is small enough (at most :data:`FLOAT64_MAX_FLOPS` FLOPs and
-:data:`FLOAT64_MAX_PARAMS` parameters), else ``ort-cpu`` in float32; the report names
-which one was used, and falls back to ``ort-cpu`` when the float64 evaluator fails.
+:data:`FLOAT64_MAX_PARAMS` parameters), else the registry's ``large-reference`` (the
+translated program run eagerly in float64, :mod:`compstack.run.stackref`), or ``ort-cpu``
+in float32 without torch; the report names which one was used, and falls back to
+``ort-cpu`` in float32 when the chosen reference fails.
 """
 
 from __future__ import annotations
@@ -37,11 +39,14 @@ from compstack.run.executors import LOST as _LOST
 from compstack.run.executors import Executor, Limits, open_executor
 from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.run.oracle import CheckedOracle, checked_oracle, judge_row
+from compstack.run.stackref import LARGE_ROLE
 from compstack.run.tuned import attach_default, default_row
 
-__all__ = ["CompareOptions", "StackModel", "compare", "job_fields", "model_file", "run_one", "stack_model_file",
+__all__ = ["CompareOptions", "check_reference", "EAGER_FLOAT64", "StackModel", "compare", "job_fields", "model_file", "run_one", "stack_model_file",
            "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
 
+#: ``--reference`` for the registry's ``large-reference`` (:mod:`compstack.run.stackref`).
+EAGER_FLOAT64 = "eager-float64"
 #: Largest model (FLOPs of MatMul/Gemm/Conv) the float64 reference evaluator is used for.
 FLOAT64_MAX_FLOPS = 20e9
 #: Largest model (parameters) the float64 reference evaluator is used for.
@@ -218,6 +223,16 @@ def _hint_opset(result: Result, stack: StackModel) -> None:
                             f"{cir.DEFAULT_OPSET} compares it upgraded by the ONNX version converter")
 
 
+def check_reference(choice: str) -> None:
+    """Check ``--reference``: ``auto``, ``reference``, ``eager-float64`` or a registered target.
+
+    Raises:
+        UserError: an unknown target (one line naming it).
+    """
+    if choice not in ("auto", "reference", EAGER_FLOAT64):
+        registry.get(choice)
+
+
 def _pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str, str]]:
     if source.import_error:
         if choice not in ("auto", "reference", _JAX_X64_REFERENCE[0]):
@@ -226,11 +241,17 @@ def _pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str
         return _JAX_X64_REFERENCE[0], dict(_JAX_X64_REFERENCE[1])
     if choice == "reference":
         return "reference", {"precision": "float64", "outputs": "float64"}
+    if choice == EAGER_FLOAT64:
+        return registry.role_target(LARGE_ROLE)
     if choice != "auto":
         return choice, {}
     stats = op_stats(source.model)
     if stats.flops <= FLOAT64_MAX_FLOPS and stats.params <= FLOAT64_MAX_PARAMS:
         return "reference", {"precision": "float64", "outputs": "float64"}
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:  # the float64 eager run (compstack.run.stackref)
+        return registry.role_target(LARGE_ROLE)
     return registry.role_target("reference")
 
 
@@ -240,6 +261,10 @@ def _reference_info(source: cir.SourceModel, name: str, opts: Mapping[str, str])
     if source.import_error:
         return {"target": name, "precision": "float64", "program": "native JAX program, jax x64 (no ONNX reference: "
                                                                   "the common IR could not be built)"}
+    if (name, dict(opts)) == registry.role_target(LARGE_ROLE):
+        return {"target": name, "precision": "float64", "role": LARGE_ROLE,
+                "program": "compstack's translated program run eagerly in float64 (TorchDynamo aot_eager): the model "
+                           "is too large for onnx.reference"}
     return {"target": name, **({"precision": opts["precision"]} if opts else {})}
 
 
@@ -412,7 +437,8 @@ def _run_reference(run: Callable[..., JobOutcome], name: str, opts: Mapping[str,
         fallback = run(stand_in, stand_in_opts, latency=False)
         if fallback.status == "ok":
             report.reference.update({"target": stand_in, "fallback_from": name})
-            report.reference.pop("precision", None)
+            for key in ("precision", "role", "program"):
+                report.reference.pop(key, None)
             return fallback.extra["outputs"], note
     return None, note
 

@@ -320,6 +320,13 @@ class _Runner:
 
     def _reference_done(self, m: _Model, outcome: JobOutcome) -> None:
         name, opts = m.ref
+        stand_in, stand_in_opts = registry.role_target("reference")
+        if outcome.status != "ok" and name != stand_in and m.stack is not None and not m.report.model.get("import_error"):
+            m.ref_note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
+            fallback = self.run_now(m, stand_in, stand_in_opts, False, ".reference")  # as compare falls back
+            if fallback.status == "ok":
+                m.report.reference = {"target": stand_in, "fallback_from": name, "error": m.ref_note}
+                outcome = fallback
         if outcome.status == "ok":
             from compstack.run.oracle import checked_oracle
 
@@ -329,7 +336,7 @@ class _Runner:
                 m.oracle = checked_oracle(m.report, m.ref_outputs, run, m.stack.path, m.feeds, m.work / "oracle",
                                           S._store_model)
         else:
-            m.ref_note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
+            m.ref_note = m.ref_note or f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
             m.report.reference["error"] = m.ref_note
         m.feeds = {}  # the oracle keeps its own copy
         m.ref_done = True

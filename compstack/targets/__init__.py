@@ -33,6 +33,9 @@ ROLES: dict[str, str] = {
     "native-jax-reference": "the reference of a JAX source without a common IR (its native program in float64)",
     "baseline": "the target `compstack sweep` takes latency ratios against, when it is swept",
     "ops-test": "a default target of `compstack ops test`",
+    "large-reference": "the float64 reference of a model too large for the NumPy reference: compstack's "
+                       "translated program run eagerly in float64 (compstack.run.stackref)",
+    "large-floor": "the float32 noise floor of a large-reference: the same program run eagerly in float32",
     "second-oracle": "an independent float64 evaluation that cross-checks the reference where a stack disagrees "
                      "(tried in table order; compstack.run.oracle)",
 }
@@ -87,7 +90,9 @@ _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("xla-cuda", "compstack.targets.xla.target:XlaCudaTarget", "cuda",
                 caps={"custom_op_support": {"": "no: the FFI handlers are registered for the CPU platform only"}}),
     TargetEntry("inductor-cpu", "compstack.targets.inductor.target:InductorCpuTarget", "cpu",
-                roles={"ops-test": {}, "second-oracle": {"backend": "aot_eager"}},
+                roles={"ops-test": {}, "second-oracle": {"backend": "aot_eager"},
+                       "large-reference": {"backend": "aot_eager", "path": "translated", "precision": "float64"},
+                       "large-floor": {"backend": "aot_eager", "path": "translated"}},
                 caps={"custom_op_support": {"cpu": "yes: torch.library custom op, an extern kernel for Inductor",
                                             "": _NO_CPU}}),
     TargetEntry("openvino-cpu", "compstack.targets.openvino.target:OpenVinoCpuTarget", "cpu"),

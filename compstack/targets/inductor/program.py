@@ -92,16 +92,22 @@ class InductorCompiled(Compiled):
             outs = flatten_outputs(self.lowered.optimized(*args, **kwargs))
         return outs + [tensors[i] for i in self.lowered.mutated]  # the inputs it changed in place, after the call
 
-    def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    def _tensors(self, inputs: list[np.ndarray]) -> list[Any]:
+        """The inputs as torch tensors on the device; float32 widened under ``precision=float64``."""
         import torch
 
-        tensors = [torch.from_numpy(np.array(x)).to(self.target.torch_device) for x in inputs]
+        wide = self.target.options.precision == "float64"
+        return [torch.from_numpy(np.array(x, np.float64 if wide and np.asarray(x).dtype == np.float32 else None))
+                .to(self.target.torch_device) for x in inputs]
+
+    def run_impl(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        tensors = self._tensors(inputs)
         return [o.detach().cpu().numpy() for o in self._call(tensors)]
 
     def prepare_impl(self, inputs: list[np.ndarray]) -> Callable[[], Any]:
         import torch
 
-        tensors = [torch.from_numpy(np.array(x)).to(self.target.torch_device) for x in inputs]
+        tensors = self._tensors(inputs)
         # packed once, outputs not flattened per call: the timed call is the compiled
         # module's call (and the CUDA sync), as a bare loop over torch.compile times it
         args, kwargs = self.lowered.pack(tensors)

@@ -65,12 +65,19 @@ class InductorOptions(PathOptions):
         disable_config: Inductor optimisations to switch off for this compile, by the
             names of :data:`PASS_SWITCHES` (each a ``torch._inductor.config`` switch);
             ``compstack explain`` searches them one by one to name the one at fault.
+        precision: ``""`` (the model's own), or ``float64``: the translated path computes
+            every float32 tensor in float64 (:func:`compstack.targets.reference.target.to_float64`;
+            float32 inputs are widened, outputs stay float64). With ``backend=aot_eager`` this is
+            the float64 reference of a model too large for ``onnx.reference``
+            (:func:`compstack.run.session._pick_reference`), as PyTorch's accuracy gate runs
+            the eager model in float64 (``torch/_dynamo/utils.py``, ``fp64_ref``).
     """
 
     freezing: bool = False
     mode: str = "default"
     backend: str = "inductor"
     disable_config: tuple[str, ...] = ()
+    precision: str = ""
 
     def validate(self) -> str:
         unknown = [n for n in self.disable_config if n not in PASS_SWITCHES]
@@ -80,6 +87,10 @@ class InductorOptions(PathOptions):
             return f"mode={self.mode}: expected one of {', '.join(_MODES)}"
         if self.backend not in ("inductor", "aot_eager"):
             return f"backend={self.backend}: expected inductor or aot_eager"
+        if self.precision not in ("", "float64"):
+            return f"precision={self.precision}: expected float64 (or leave it out)"
+        if self.precision and self.path == "native":
+            return "precision=float64: needs path=translated (the native program keeps its own dtypes)"
         return super().validate()
 
 
@@ -219,6 +230,9 @@ class InductorCpuTarget(TwoPathTarget):
             from compstack.translate.fx import to_fx
 
             model = canonical_for_translation(self.translation_model or model, self.example_inputs)
+            if self.options.precision == "float64":
+                model = _widened(model)
+                examples = [t.double() if t.dtype == torch.float32 else t for t in examples]
             module = to_fx(model)
 
             def pack(xs: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -239,6 +253,14 @@ class InductorCpuTarget(TwoPathTarget):
         else:
             stages = {"fx": lambda: capture.graph.print_readable(print_output=False)}
         return InductorLowered(self, model, stages, optimized, capture, pack, names, path)
+
+
+def _widened(model: ir.Model) -> ir.Model:
+    """``model`` computing every float32 tensor in float64 (``precision=float64``)."""
+    from compstack.core import ir as cir
+    from compstack.targets.reference.target import to_float64
+
+    return ir.from_proto(to_float64(cir.to_proto(model)))
 
 
 class InductorCudaTarget(InductorCpuTarget):

@@ -20,6 +20,7 @@ ops             ``ops/<key>/``                    the custom-op kernel library (
 roofline        ``roofline/<host>.json``          this host's measured peaks
 tvm-tuning      ``tvm-tuning/<key>/``             MetaSchedule tuning records (in place)
 xla, inductor   ``xla/<key>/``, ``inductor/<k>/`` compiled programs of those stacks
+oracle          ``oracle/<key>/``                 a reference's outputs, floor or UB findings
 ==============  ================================  =======================================
 
 A folder entry is published once: its files are written into a temporary folder beside
@@ -93,7 +94,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("tvm-tuning", "tvm-tuning", 1, False, "MetaSchedule tuning records (tvm-llvm tune_trials)"),
     Kind("xla", "jax-cache", 1, False, "JAX's persistent compilation cache (sealed <key>/ folders)"),
     Kind("inductor", "inductor-cache", 1, False, "Inductor's FX graph / AOTAutograd caches (sealed <key>/ folders)"),
-    Kind("envs", "envs", 1, False, "stack release venvs (<stack>-<version>-py<v>/, compstack.core.envs)"))}
+    Kind("envs", "envs", 1, False, "stack release venvs (<stack>-<version>-py<v>/, compstack.core.envs)"),
+    Kind("oracle", "oracle", 1, False, "reference outputs, noise floors, UB findings (compstack.run.oracle_cache)"))}
 
 _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 

@@ -82,6 +82,9 @@ class CheckedOracle:
         run_job: runs one job isolated (see :data:`RunJob`).
         store: publishes the float64 copy as a model store entry (see :data:`StoreModel`).
         work: a scratch folder for the float64 copy and its inputs.
+        cache: an :class:`compstack.run.oracle_cache.OracleCache`: the floor and the
+            undefined-behaviour findings are read from it when an earlier run stored them,
+            and stored once computed; None: always computed.
     """
 
     #: What the float64 reference is, for a row's reason.
@@ -90,9 +93,10 @@ class CheckedOracle:
     note_if_bad = ""
 
     def __init__(self, model_path: Path, feeds: Mapping[str, np.ndarray], ref64: Mapping[str, np.ndarray],
-                 run_job: RunJob, store: StoreModel, work: Path) -> None:
+                 run_job: RunJob, store: StoreModel, work: Path, cache: Any = None) -> None:
         self.model_path, self.feeds, self.ref64 = Path(model_path), dict(feeds), dict(ref64)
-        self.run_job, self.store, self.work = run_job, store, Path(work)
+        self.run_job, self.store, self.work, self.cache = run_job, store, Path(work), cache
+        self._floors: dict[str, np.ndarray] | None = None
         self._proto: onnx.ModelProto | None = None
         self._f32: dict[str, np.ndarray] | None = None
         self._f32_error = ""
@@ -146,7 +150,17 @@ class CheckedOracle:
     def floors(self) -> dict[str, np.ndarray] | None:
         """Per output, the float32 evaluation farther from float64: NumPy's (pairwise sums, BLAS
         blocks) or, for models with ``ReduceSum``/``ReduceMean``/``MatMul``/``Gemm``, one that sums
-        sequentially as a compiled loop does (:func:`compstack.analysis.refdefects.sequential_reductions`)."""
+        sequentially as a compiled loop does (:func:`compstack.analysis.refdefects.sequential_reductions`).
+        Read from the cache when an earlier run stored them; computed once, then stored."""
+        if self._floors is None:
+            self._floors = self.cache.arrays("floor") if self.cache is not None else None
+            if self._floors is None:
+                self._floors = self._compute_floors()
+                if self._floors is not None and self.cache is not None:
+                    self.cache.put_arrays("floor", {k: v for k, v in self._floors.items() if k in self.ref64})
+        return self._floors
+
+    def _compute_floors(self) -> dict[str, np.ndarray] | None:
         from compstack.analysis.refdefects import sequential_reductions
 
         base = self.f32()
@@ -189,6 +203,10 @@ class CheckedOracle:
     def undefined(self) -> list[str]:
         """The undefined-behaviour rules that fire on this model and input set and can reach an
         output (one line each); :attr:`masked_ub` holds those that cannot."""
+        if self._ub is None and self.cache is not None:
+            hit = self.cache.record("ub")
+            if hit is not None and isinstance(hit.get("ub"), list) and isinstance(hit.get("masked"), list):
+                self._ub, self.masked_ub = [str(x) for x in hit["ub"]], [str(x) for x in hit["masked"]]
         if self._ub is None:
             from compstack.analysis.ub import observable
 
@@ -200,6 +218,8 @@ class CheckedOracle:
             try:
                 self._ub, self.masked_ub = observable(
                     self.proto, values, lambda p, extra: self._evaluate(p, self.feeds, extra, intermediate=False))
+                if self.cache is not None and not self._f32_error:
+                    self.cache.put_record("ub", {"ub": self._ub, "masked": self.masked_ub})
             except Exception:  # noqa: BLE001 - a rule that cannot run never crashes the row
                 self._ub = []
         return self._ub
@@ -347,7 +367,7 @@ def _relabel(comps: list[Any], oracle: CheckedOracle) -> None:
 
 def checked_oracle(report: Any, ref: Mapping[str, np.ndarray] | None, run: Callable[..., JobOutcome], model: Path,
                    feeds: Mapping[str, np.ndarray], work: Path,
-                   store_model: Callable[[Any, str, Path, str], Path]) -> CheckedOracle | None:
+                   store_model: Callable[[Any, str, Path, str], Path], cache: Any = None) -> CheckedOracle | None:
     """The comparison's :class:`CheckedOracle` when its reference is the float64 ONNX
     reference, a :class:`compstack.run.stackref.LargeOracle` when it is the float64
     ``large-reference`` of a model too large for it; None otherwise (a float32 stand-in:
@@ -360,6 +380,8 @@ def checked_oracle(report: Any, ref: Mapping[str, np.ndarray] | None, run: Calla
         model: the model file every stack got; ``feeds`` input set 0.
         work: the comparison's scratch folder (the float64 copy's store lives there).
         store_model: :func:`compstack.run.session._store_model` (a verified store entry).
+        cache: the comparison's :class:`compstack.run.oracle_cache.OracleCache` (the floor
+            and the undefined-behaviour findings of an earlier run), or None.
     """
     info = report.reference
     if ref is not None and info.get("role") and not info.get("fallback_from") and not report.model.get("import_error"):
@@ -367,7 +389,7 @@ def checked_oracle(report: Any, ref: Mapping[str, np.ndarray] | None, run: Calla
 
         if info["role"] == LARGE_ROLE:
             return LargeOracle(model, ref, lambda name, opts, latency, tag: run(name, opts, latency, tag),
-                               work / "large-oracle")
+                               work / "large-oracle", cache)
     if ref is None or info.get("target") != "reference" or info.get("precision") != "float64" \
             or report.model.get("import_error"):
         return None
@@ -385,4 +407,4 @@ def checked_oracle(report: Any, ref: Mapping[str, np.ndarray] | None, run: Calla
         fp = fingerprint(m)
         return store_model(m, fp, work / "oracle-store", "-oracle64"), fp
 
-    return CheckedOracle(model, feeds, ref, job, store, work)
+    return CheckedOracle(model, feeds, ref, job, store, work, cache)

@@ -39,6 +39,7 @@ from compstack.run.executors import LOST as _LOST
 from compstack.run.executors import Executor, Limits, open_executor
 from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.run.oracle import CheckedOracle, checked_oracle, judge_row
+from compstack.run.oracle_cache import OracleCache, inputs_digest
 from compstack.run.stackref import LARGE_ROLE
 from compstack.run.tuned import attach_default, default_row
 
@@ -352,8 +353,10 @@ def compare(
         def run(name: str, opts: Mapping[str, str], latency: bool, tag: str = "", **over: Any) -> JobOutcome:
             return run_one(executor, common, work, options, name, opts, latency, tag, **over)
 
-        ref_outputs, ref_note = _run_reference(run, ref_name, ref_opts, report, on_start)
-        oracle = checked_oracle(report, ref_outputs, run, stack.path, sets[0], work, _store_model)
+        cache = OracleCache(settings.cache_dir if options.cache else None, stack.fingerprint, inputs_digest(sets),
+                            ref_name, ref_opts)
+        ref_outputs, ref_note = _run_reference(run, ref_name, ref_opts, report, on_start, cache)
+        oracle = checked_oracle(report, ref_outputs, run, stack.path, sets[0], work, _store_model, cache)
         if ref_outputs is not None:
             key = report.reference["target"] + ("@x64" if source.import_error else "")  # not the xla-cpu row's key
             saved.update({f"{key}::{k}": v for k, v in ref_outputs.items()})
@@ -424,11 +427,20 @@ def _load_outputs(job: Job) -> dict[str, np.ndarray] | None:
 
 
 def _run_reference(run: Callable[..., JobOutcome], name: str, opts: Mapping[str, str], report: Report,
-                   on_start: Callable[[str], None] | None) -> tuple[dict[str, np.ndarray] | None, str]:
+                   on_start: Callable[[str], None] | None,
+                   cache: OracleCache | None = None) -> tuple[dict[str, np.ndarray] | None, str]:
+    """The reference's outputs (from the store when ``cache`` holds them) and a note ("" or
+    why the chosen reference failed); falls back to the registry's ``reference`` stand-in."""
+    hit = cache.arrays("reference") if cache is not None else None
+    if hit is not None:
+        report.reference["cached"] = True
+        return hit, ""
     if on_start:
         on_start(f"reference ({name})")
     outcome = run(name, opts, latency=False)
     if outcome.status == "ok":
+        if cache is not None and outcome.extra.get("outputs"):
+            cache.put_arrays("reference", outcome.extra["outputs"])
         return outcome.extra["outputs"], ""
     note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
     report.reference["error"] = note

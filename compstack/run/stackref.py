@@ -56,13 +56,15 @@ class LargeOracle(CheckedOracle):
         run: the comparison's ``run(target, options, latency, tag)`` (compare's ``run``,
             sweep's ``run_now``), each job in its own worker.
         work: the comparison's scratch folder.
+        cache: an :class:`compstack.run.oracle_cache.OracleCache` for the floor, or None.
     """
 
     reference_what = "the translated program in float64 (aot_eager)"
     note_if_bad = UB_NOTE
 
-    def __init__(self, model_path: Path, ref64: Mapping[str, np.ndarray], run: Run, work: Path) -> None:
-        super().__init__(model_path, {}, ref64, lambda *a: JobOutcome("failed"), lambda p: (Path(), ""), work)
+    def __init__(self, model_path: Path, ref64: Mapping[str, np.ndarray], run: Run, work: Path,
+                 cache: Any = None) -> None:
+        super().__init__(model_path, {}, ref64, lambda *a: JobOutcome("failed"), lambda p: (Path(), ""), work, cache)
         self._run = run
         self._floor_done = False
         self._ub = []
@@ -87,7 +89,7 @@ class LargeOracle(CheckedOracle):
                 self._f32_error = what
         return self._f32
 
-    def floors(self) -> dict[str, np.ndarray] | None:
+    def _compute_floors(self) -> dict[str, np.ndarray] | None:
         """The float32 eager run (no sequential-sum variant: that needs ``onnx.reference``)."""
         return self.f32()
 

@@ -111,6 +111,7 @@ class _Model:
     feeds: dict[str, Any] = field(default_factory=dict)  # input set 0 (the compared one), for the oracle
     oracle: Any = None  # the float64 reference's CheckedOracle (noise floor, UB rules, second opinion)
     waiting: dict[str, JobOutcome] = field(default_factory=dict)  # target outcomes waiting for the reference
+    cache: Any = None  # the oracle's store entries (compstack.run.oracle_cache.OracleCache)
 
 
 @dataclass
@@ -190,6 +191,10 @@ class _Runner:
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
         m.feeds = dict(sets[0])
+        from compstack.run.oracle_cache import OracleCache, inputs_digest
+
+        m.cache = OracleCache(self.cfg.cache_dir if self.copts.cache else None, m.stack.fingerprint,
+                              inputs_digest(sets), *m.ref)
         m.common = S.job_fields(m.stack, canonical, inputs_path, self.cfg, self.copts, source)
         return m
 
@@ -284,7 +289,7 @@ class _Runner:
         live = [Path(f).resolve() for m in self.models if m.left > 0 or not m.ref_done  # a model still in flight
                 for f in (m.common.get("model_path"), m.common.get("canonical_path")) if f]
         gone = open_store(self.cfg.cache_dir).prune(
-            max_bytes=self.o.cache_max_bytes, kinds=("artifacts", "models", "zoo"),
+            max_bytes=self.o.cache_max_bytes, kinds=("artifacts", "models", "zoo", "oracle"),
             keep=lambda e: any(f.is_relative_to(e.path.resolve()) for f in live))
         self.pruned += len(gone)
         if gone and self.progress is not None:
@@ -320,6 +325,8 @@ class _Runner:
 
     def _reference_done(self, m: _Model, outcome: JobOutcome) -> None:
         name, opts = m.ref
+        if outcome.status == "ok" and m.cache is not None and not outcome.cached and outcome.extra.get("outputs"):
+            m.cache.put_arrays("reference", outcome.extra["outputs"])
         stand_in, stand_in_opts = registry.role_target("reference")
         if outcome.status != "ok" and name != stand_in and m.stack is not None and not m.report.model.get("import_error"):
             m.ref_note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
@@ -334,7 +341,7 @@ class _Runner:
             if m.stack is not None:
                 run = lambda *a, **k: self.run_now(m, *a, **k)  # noqa: E731 - compare's run(target, opts, latency, ...)
                 m.oracle = checked_oracle(m.report, m.ref_outputs, run, m.stack.path, m.feeds, m.work / "oracle",
-                                          S._store_model)
+                                          S._store_model, m.cache)
         else:
             m.ref_note = m.ref_note or f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
             m.report.reference["error"] = m.ref_note
@@ -486,4 +493,10 @@ def _plan(r: _Runner, options: SweepOptions) -> Iterator[list[tuple[JobKey, Job]
                 continue
             mine.append(((index, name), r.job(m, name, opts, latency=False)))
         m.source, m.left = None, len(mine)  # the model is on disk now; one at a time in memory (the real tier)
+        hit = m.cache.arrays("reference") if mine and m.cache is not None else None
+        if hit is not None:  # an earlier run's reference outputs (compstack.run.oracle_cache)
+            m.report.reference["cached"] = True
+            r._reference_done(m, JobOutcome(m.ref[0], cached=True, extra={"outputs": hit}))
+            yield mine
+            continue
         yield [((index, ""), r.job(m, m.ref[0], m.ref[1], latency=False, tag="ref")), *mine] if mine else []

@@ -1,0 +1,152 @@
+"""The oracle's results in the store: the reference's outputs, the float32 noise floor and
+the undefined-behaviour findings of one model on one input set.
+
+Each is a pure function of the model, its inputs and the reference's program, and each
+costs a whole evaluation of the model (``onnx.reference`` in float64 or float32, or the
+eager float64 run of a large model); a warm compare or sweep of the same model reads them
+back instead (the ``oracle`` kind of :mod:`compstack.core.store`).
+
+Key (:func:`compstack.core.store.key`): the fingerprint of the model the stacks got, a
+SHA-256 of the input sets (names, dtypes, shapes, bytes), the reference target and its
+options, what the entry holds; with compstack's version and the versions of the packages
+that compute it (onnx and numpy, torch for the eager reference). An entry is a folder
+published once, its files checked against their manifest before every read
+(:meth:`compstack.core.store.Store.lookup`); arrays are read without pickle
+(:func:`compstack.core.npz.read_npz`), findings are JSON. A shared store
+(``--shared-store``) is neither read nor written: a row is never judged against outputs
+another user wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["OracleCache", "inputs_digest"]
+
+_ARRAYS = "arrays.npz"
+_JSON = "record.json"
+
+
+def inputs_digest(sets: Sequence[Mapping[str, np.ndarray]]) -> str:
+    """SHA-256 (hex) over every input set's arrays: name, dtype, shape and bytes, in order.
+
+    Args:
+        sets: the input sets (set 0 first), ``{name: array}`` each.
+    """
+    h = hashlib.sha256()
+    for i, s in enumerate(sets):
+        for name in sorted(s):
+            a = np.ascontiguousarray(np.asarray(s[name]))
+            h.update(f"{i}|{name}|{a.dtype.str}|{a.shape}|".encode())
+            h.update(a.tobytes() if a.dtype != object else json.dumps(a.tolist(), default=str).encode())
+    return h.hexdigest()
+
+
+def _versions(target: str) -> dict[str, str]:
+    names = ["onnx", "numpy"] + (["torch"] if target != "reference" else [])
+    out = {}
+    for n in names:
+        try:
+            out[n] = importlib.metadata.version(n)
+        except importlib.metadata.PackageNotFoundError:
+            out[n] = "-"
+    return out
+
+
+class OracleCache:
+    """The oracle entries of one (model, inputs, reference).
+
+    Args:
+        cache_dir: the store root; None turns the cache off (``--no-cache``): every
+            method then misses and writes nothing.
+        fingerprint: the fingerprint of the model the stacks got.
+        digest: :func:`inputs_digest` of its input sets.
+        target, options: the reference target and its options.
+    """
+
+    def __init__(self, cache_dir: str | Path | None, fingerprint: str, digest: str, target: str,
+                 options: Mapping[str, str]) -> None:
+        self.store = None
+        if cache_dir is not None and fingerprint:
+            from compstack.core.store import open_store
+
+            store = open_store(cache_dir)
+            # Under --shared-store another user could have written the entries: a verdict
+            # is never judged against outputs this user did not compute.
+            self.store = None if store.shared else store
+        self.parts = {"fp": fingerprint, "inputs": digest, "target": target, "options": dict(options)}
+        self.versions = _versions(target)
+        #: Corrupt entries found (and deleted) on the way, one line each.
+        self.problems: list[str] = []
+
+    def _key(self, what: str) -> str:
+        from compstack.core.store import key
+
+        return key("oracle", {**self.parts, "what": what}, self.versions)
+
+    def _folder(self, what: str) -> Path | None:
+        if self.store is None:
+            return None
+        try:
+            entry, why = self.store.lookup("oracle", self._key(what))
+        except OSError:
+            return None
+        if why:
+            self.problems.append(why)
+        return entry.folder if entry is not None else None
+
+    def arrays(self, what: str) -> dict[str, np.ndarray] | None:
+        """The arrays stored as ``what`` (``reference``, ``floor``), or None on a miss."""
+        from compstack.core.errors import UserError
+        from compstack.core.inputs import decode_arrays
+        from compstack.core.npz import read_npz
+
+        folder = self._folder(what)
+        if folder is None:
+            return None
+        try:
+            return decode_arrays(read_npz(folder / _ARRAYS))
+        except UserError:
+            return None
+
+    def record(self, what: str) -> dict[str, Any] | None:
+        """The JSON record stored as ``what`` (``ub``), or None on a miss."""
+        folder = self._folder(what)
+        if folder is None:
+            return None
+        try:
+            data = json.loads((folder / _JSON).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def put_arrays(self, what: str, arrays: Mapping[str, np.ndarray]) -> None:
+        """Store ``arrays`` as ``what`` (a full disk or read-only store only skips it)."""
+        from compstack.core.inputs import save_npz
+
+        self._put(what, lambda folder: save_npz(folder / _ARRAYS, arrays))
+
+    def put_record(self, what: str, data: Mapping[str, Any]) -> None:
+        """Store the JSON ``data`` as ``what``."""
+        self._put(what, lambda folder: (folder / _JSON).write_text(json.dumps(dict(data), sort_keys=True)))
+
+    def _put(self, what: str, write: Any) -> None:
+        if self.store is None:
+            return
+        from compstack.core.errors import UserError
+
+        try:
+            staging = self.store.staging("oracle")
+        except OSError:
+            return
+        try:
+            write(staging)
+            self.store.publish(staging, "oracle", self._key(what), meta={"what": what, **self.parts})
+        except (OSError, UserError):
+            pass

@@ -364,3 +364,32 @@ def test_cache_max_size_keeps_the_store_bounded(models: list[str], tmp_path: Pat
         args = ["sweep", models[0], "--targets", "ort-cpu", *bad] + ([] if "--warmup" in bad else ["--no-latency"])
         p = run_cli(*args)
         assert p.returncode == 2 and why in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_a_job_is_timed_from_its_start_not_from_when_the_driver_hears_of_it() -> None:
+    """The driver's thread prepares the next model (a real model's export: minutes) while
+    jobs run; a job's time must still be its own (``sweep --json`` ``job_s``), not ~0."""
+    import time as _time
+
+    from compstack.run.jobs import Job, JobOutcome
+    from compstack.run.runner import Limits
+
+    class Sleeper:  # stands in for the worker processes: this test is about the driver's clock
+        def run(self, job: Job, limits: Limits) -> JobOutcome:
+            _time.sleep(0.6)
+            return JobOutcome(job.target)
+
+    ex = LocalExecutor(1)
+    ex.executor = Sleeper()  # type: ignore[assignment]
+    started: dict = {}
+    ended: dict = {}
+    calls = iter([[], None])
+
+    def more():  # noqa: ANN202
+        _time.sleep(1.5)  # the driver busy preparing the next model while the job runs
+        return next(calls)
+
+    job = Job(target="t", target_ref="x:Y", workdir="/tmp", model_path="", fingerprint="", inputs_path="")
+    ex.run([("k", job)], Limits(), False, lambda k, at=None: started.setdefault(k, at),
+           lambda k, o: ended.setdefault(k, _time.monotonic()), more)
+    assert started["k"] is not None and ended["k"] - started["k"] >= 0.6

@@ -54,12 +54,13 @@ class Executor(Protocol):
     name: str
 
     def run(self, jobs: list[tuple[JobKey, Job]], limits: Limits, exclusive: bool,
-            on_start: Callable[[JobKey], None], on_done: Callable[[JobKey, JobOutcome], None],
+            on_start: Callable[..., None], on_done: Callable[[JobKey, JobOutcome], None],
             more: Callable[[], list[tuple[JobKey, Job]] | None] | None = None) -> None:
         """Run every job, calling ``on_done`` (in this thread) as each ends; ``exclusive``:
         one job at a time per node (latency). ``more``, called in this thread when a slot
-        would go idle, returns the next jobs (``None``: no more). Outputs must be at
-        ``job.outputs_path``."""
+        would go idle, returns the next jobs (``None``: no more). ``on_start(key, at)``:
+        ``at`` is when the job started (``time.monotonic()``), or left out for now. Outputs
+        must be at ``job.outputs_path``."""
 
     def describe(self) -> dict[str, Any]:
         """What ran the jobs (nodes, slots), for the report."""
@@ -296,8 +297,10 @@ class _Runner:
             self.progress.note(f"--cache-max-size: pruned {len(gone)} store entries "
                                  f"({sum(g.bytes for g in gone) / 1e6:,.0f} MB)")
 
-    def on_start(self, key: JobKey) -> None:
-        self._started[key] = time.monotonic()
+    def on_start(self, key: JobKey, at: float | None = None) -> None:
+        """A job started (``at``: when, ``time.monotonic()``; default now): the executor's
+        thread may hear of it late, while this thread prepares the next model."""
+        self._started[key] = time.monotonic() if at is None else at
         if self.progress is not None:
             self.progress.started(key, self.models[key[0]].spec if isinstance(key, tuple) else "")
 

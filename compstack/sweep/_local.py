@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +35,7 @@ class LocalExecutor:
         return {"name": self.name, "nodes": 1, "slots": self.slots}
 
     def run(self, jobs: list[tuple[Any, Job]], limits: Limits, exclusive: bool,
-            on_start: Callable[[Any], None], on_done: Callable[[Any, JobOutcome], None],
+            on_start: Callable[..., None], on_done: Callable[[Any, JobOutcome], None],
             more: Callable[[], list[tuple[Any, Job]] | None] | None = None) -> None:
         """Run ``jobs``, then those ``more`` returns; callbacks are made in the calling
         thread, in finishing order.
@@ -57,7 +58,7 @@ class LocalExecutor:
                 if item is None:  # no more jobs
                     return
                 key, job = item
-                done.put(("start", key, None))
+                done.put(("start", key, time.monotonic()))  # when it started, not when this thread hears of it
                 try:
                     done.put(("done", key, self.executor.run(job, limits)))
                 except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
@@ -89,7 +90,7 @@ class LocalExecutor:
             else:
                 kind, key, value = done.get()
             if kind == "start":
-                on_start(key)
+                on_start(key, value)
             elif kind == "done":
                 left -= 1
                 on_done(key, value)

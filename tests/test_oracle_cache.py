@@ -99,3 +99,29 @@ def test_the_noise_floor_is_read_back(tmp_path: Path, monkeypatch) -> None:  # n
     monkeypatch.setattr(CheckedOracle, "_compute_floors", no)
     warm, b = row()
     assert warm.reference.get("cached") and a["kind"] == b["kind"] == "imprecise" and a["floor"] == b["floor"] > 0
+
+
+def test_an_entry_that_does_not_fit_the_model_is_rebuilt_and_a_stack_reference_is_not_stored(tmp_path: Path) -> None:
+    """An entry whose manifest matches but whose arrays are not the model's outputs (another
+    output name) is dropped and recomputed, never judged against; ORT standing in as the
+    float32 reference is not stored (its outputs depend on its release, threads and CPU)."""
+    from compstack.core.inputs import save_npz
+    from compstack.core.integrity import write_manifest
+
+    cold = _compare(tmp_path)
+    folder = _entries(tmp_path)[0].path
+    save_npz(folder / "arrays.npz", {"bogus": np.zeros(3)})
+    meta = json.loads((folder / "meta.json").read_text())
+    write_manifest(folder, [folder / "arrays.npz"], {k: v for k, v in meta.items() if k != "files"})
+    again = _compare(tmp_path)
+    assert "cached" not in again.reference and again.results[0].status == "ok"
+    assert again.results[0].outputs[0]["max_abs_err"] == cold.results[0].outputs[0]["max_abs_err"]
+    assert len(_entries(tmp_path)) == 1
+
+    opts = CompareOptions(targets=["openvino-cpu"], latency=None, executor="inline", reference="ort-cpu")
+    other = tmp_path / "other"
+    for _ in range(2):
+        report = compstack.compare("zoo:cnn", ["openvino-cpu"], options=opts, cache_dir=other / "cache",
+                                   db=other / "db.sqlite")
+        assert report.reference["target"] == "ort-cpu" and "cached" not in report.reference
+    assert list(open_store(other / "cache").entries("oracle")) == []

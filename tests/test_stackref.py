@@ -84,7 +84,7 @@ def test_a_wrong_reference_is_suspect_not_a_stack_fault(tmp_path: Path, monkeypa
     monkeypatch.setattr(fx, "to_fx", wrong)  # inline executor: the reference's jobs run here
     path, feeds = _cancel(tmp_path)
     row = _compare(tmp_path, path, feeds, ["ort-cpu"]).results[0]
-    assert row.status == "reference-suspect", (row.status, row.error)
+    assert row.status == "reference-suspect" and row.fault == "compstack", (row.status, row.fault, row.error)
     assert "the translated program in float64 (aot_eager) vs ort-cpu (opt_level=disable), float32" in row.error
 
 

@@ -229,3 +229,34 @@ def test_local_functions_and_bfloat16_inputs(isolated_env: Path) -> None:
     rows = {r["target"]: r for r in json.loads(proc.stdout)["results"]}
     assert rows["xla-cpu"]["status"] == "ok"
     assert rows["inductor-cpu"]["status"] == "unsupported" and "'x' is bfloat16" in rows["inductor-cpu"]["error"]
+
+
+LSTM = '''
+import torch
+
+
+class Lm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb, self.lstm, self.out = torch.nn.Embedding(50, 8), torch.nn.LSTM(8, 8, 2, batch_first=True), \\
+            torch.nn.Linear(8, 50)
+
+    def forward(self, ids):
+        return self.out(self.lstm(self.emb(ids))[0])
+
+
+def lstm_lm():
+    return Lm().eval(), (torch.zeros(1, 6, dtype=torch.long),)
+'''
+
+
+def test_inductor_compiles_an_lstm_whole(isolated_env: Path) -> None:
+    """fullgraph=True turned Dynamo's graph break at nn.LSTM into a lower failure (the real
+    tier's lstm-lm); with allow_rnn the LSTM is traced and compiled, and the row says so."""
+    src = isolated_env / "lstm.py"
+    src.write_text(LSTM)
+    proc = run_cli("compare", f"{src}:lstm_lm", "--targets", "inductor-cpu", "--json", "--no-latency")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = json.loads(proc.stdout)["results"][0]
+    assert row["status"] == "ok" and row["flags"]["path"] == "native" and row["flags"]["dynamo_config"] == {"allow_rnn": True}

@@ -19,6 +19,9 @@ Every non-ok row of compare, sweep and conformance gets ``fault`` (one of
   ``latency`` raised inside the stack, a mismatch of a stack that reads the common IR
   itself (the reference ran the same file), a mismatch of a translated path whose eager
   program agrees with the reference (so the compiler changed the result).
+* ``compstack`` too: a ``reference-suspect`` row (a second oracle disagrees with the
+  reference): the oracle is compstack's to fix (:mod:`compstack.analysis.refdefects`, or
+  the translation behind the eager float64 reference), and the stack is not blamed.
 * ``undefined``: the verdict says the graph's result is undefined (a UB rule of
   :mod:`compstack.fuzz.ub` fired; status or verdict ``undefined``).
 * ``unknown``: the rest (the stack is not installed here; no reference to compare
@@ -113,6 +116,8 @@ def attribute(row: Any, eager_agrees: bool | None = None, eager_note: str = "") 
         return Fault()
     if status == "undefined" or getattr(row, "verdict", "") == "undefined":
         return Fault("undefined", f"undefined behaviour: {first or 'a UB rule fired on these inputs'}")
+    if status == "reference-suspect" or getattr(row, "verdict", "") == "reference-suspect":
+        return Fault("compstack", f"compstack's oracle is in question, not the stack: {first or 'the float64 oracles disagree'}")
     if status == "unavailable":
         return Fault("unknown", f"not run here: {first}")
     if status == "unsupported":

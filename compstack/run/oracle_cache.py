@@ -19,6 +19,7 @@ another user wrote.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -27,7 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["OracleCache", "inputs_digest"]
+__all__ = ["OracleCache", "cacheable", "inputs_digest"]
 
 _ARRAYS = "arrays.npz"
 _JSON = "record.json"
@@ -48,15 +49,44 @@ def inputs_digest(sets: Sequence[Mapping[str, np.ndarray]]) -> str:
     return h.hexdigest()
 
 
+#: compstack's code that computes the oracle's results: a checkout edited without a new
+#: version still gets new entries (:func:`_code_digest`).
+_ORACLE_CODE = ("analysis/refdefects.py", "analysis/ub.py", "run/oracle.py", "run/stackref.py",
+                "targets/reference", "targets/inductor", "translate/fx", "ops")
+
+
+@functools.lru_cache(maxsize=1)
+def _code_digest() -> str:
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for part in _ORACLE_CODE:
+        p = root / part
+        for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
+            if f.is_file():
+                h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def _versions(target: str) -> dict[str, str]:
     names = ["onnx", "numpy"] + (["torch"] if target != "reference" else [])
-    out = {}
+    out = {"oracle-code": _code_digest()}
     for n in names:
         try:
             out[n] = importlib.metadata.version(n)
         except importlib.metadata.PackageNotFoundError:
             out[n] = "-"
     return out
+
+
+def cacheable(target: str, options: Mapping[str, str]) -> bool:
+    """Whether a reference's results may be stored: ``onnx.reference`` (``reference``) and
+    the eager float64 program (the registry's ``large-reference``), whose code and package
+    versions are in the key. A stack standing in as the float32 reference (``ort-cpu``, or
+    any ``--reference TARGET``) is not: its outputs depend on its release, threads and CPU."""
+    from compstack import targets as registry
+    from compstack.run.stackref import LARGE_ROLE
+
+    return target == "reference" or (target, dict(options)) == registry.role_target(LARGE_ROLE)
 
 
 class OracleCache:
@@ -67,13 +97,17 @@ class OracleCache:
             method then misses and writes nothing.
         fingerprint: the fingerprint of the model the stacks got.
         digest: :func:`inputs_digest` of its input sets.
-        target, options: the reference target and its options.
+        target, options: the reference target and its options; off unless :func:`cacheable`.
+        outputs: the model's output names: stored reference outputs must have exactly these.
+        custom_ops: the model has registered custom ops, whose Python references can change
+            without a new fingerprint: off.
     """
 
     def __init__(self, cache_dir: str | Path | None, fingerprint: str, digest: str, target: str,
-                 options: Mapping[str, str]) -> None:
+                 options: Mapping[str, str], outputs: Sequence[str] = (), custom_ops: bool = False) -> None:
         self.store = None
-        if cache_dir is not None and fingerprint:
+        self.outputs = list(outputs)
+        if cache_dir is not None and fingerprint and not custom_ops and cacheable(target, options):
             from compstack.core.store import open_store
 
             store = open_store(cache_dir)
@@ -98,7 +132,10 @@ class OracleCache:
         except OSError:
             return None
         if why:
+            from compstack.core.ownership import report_once
+
             self.problems.append(why)
+            report_once(why)
         return entry.folder if entry is not None else None
 
     def arrays(self, what: str) -> dict[str, np.ndarray] | None:
@@ -111,9 +148,23 @@ class OracleCache:
         if folder is None:
             return None
         try:
-            return decode_arrays(read_npz(folder / _ARRAYS))
+            got = decode_arrays(read_npz(folder / _ARRAYS))
         except UserError:
             return None
+        if what == "reference" and self.outputs and sorted(got) != sorted(self.outputs):
+            self.drop(what, f"holds {sorted(got)[:4]}, the model's outputs are {self.outputs[:4]}")
+            return None
+        return got
+
+    def drop(self, what: str, why: str) -> None:
+        """An entry that passed its manifest but does not fit the model: dropped, recomputed."""
+        from compstack.core.ownership import report_once
+
+        assert self.store is not None
+        line = f"oracle entry {self._key(what)} ({what}) does not fit the model: {why}; rebuilt"
+        self.problems.append(line)
+        report_once(line)
+        self.store.evict("oracle", self._key(what))
 
     def record(self, what: str) -> dict[str, Any] | None:
         """The JSON record stored as ``what`` (``ub``), or None on a miss."""

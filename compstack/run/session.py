@@ -231,7 +231,10 @@ def check_reference(choice: str) -> None:
         UserError: an unknown target (one line naming it).
     """
     if choice not in ("auto", "reference", EAGER_FLOAT64):
-        registry.get(choice)
+        try:
+            registry.get(choice)
+        except UserError as exc:
+            raise UserError(f"--reference {choice!r}: {exc} (or auto, reference, {EAGER_FLOAT64})") from None
 
 
 def _pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str, str]]:
@@ -263,9 +266,11 @@ def _reference_info(source: cir.SourceModel, name: str, opts: Mapping[str, str])
         return {"target": name, "precision": "float64", "program": "native JAX program, jax x64 (no ONNX reference: "
                                                                   "the common IR could not be built)"}
     if (name, dict(opts)) == registry.role_target(LARGE_ROLE):
+        stats = op_stats(source.model)
+        why = ("the model is too large for onnx.reference" if stats.flops > FLOAT64_MAX_FLOPS
+               or stats.params > FLOAT64_MAX_PARAMS else f"--reference {EAGER_FLOAT64}")
         return {"target": name, "precision": "float64", "role": LARGE_ROLE,
-                "program": "compstack's translated program run eagerly in float64 (TorchDynamo aot_eager): the model "
-                           "is too large for onnx.reference"}
+                "program": f"compstack's translated program run eagerly in float64 (TorchDynamo aot_eager): {why}"}
     return {"target": name, **({"precision": opts["precision"]} if opts else {})}
 
 
@@ -354,7 +359,8 @@ def compare(
             return run_one(executor, common, work, options, name, opts, latency, tag, **over)
 
         cache = OracleCache(settings.cache_dir if options.cache else None, stack.fingerprint, inputs_digest(sets),
-                            ref_name, ref_opts)
+                            ref_name, ref_opts, [v.name or "" for v in source.model.graph.outputs],
+                            custom_ops=bool(common["op_origins"]))
         ref_outputs, ref_note = _run_reference(run, ref_name, ref_opts, report, on_start, cache)
         oracle = checked_oracle(report, ref_outputs, run, stack.path, sets[0], work, _store_model, cache)
         if ref_outputs is not None:

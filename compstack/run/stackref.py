@@ -40,8 +40,8 @@ LARGE_ROLE = "large-reference"
 #: The registry role of its float32 noise floor.
 FLOOR_ROLE = "large-floor"
 #: The row note when the undefined-behaviour rules could not run.
-UB_NOTE = ("undefined-behaviour rules not run: the model is too large for onnx.reference, which they need "
-           "for every intermediate value")
+UB_NOTE = ("undefined-behaviour rules not run: with the eager float64 reference there is no onnx.reference "
+           "evaluation, which they need for every intermediate value")
 
 #: ``run(target, options, latency, tag)``: one job of the comparison on its own model and inputs.
 Run = Callable[..., JobOutcome]

@@ -194,9 +194,10 @@ class _Runner:
         m.feeds = dict(sets[0])
         from compstack.run.oracle_cache import OracleCache, inputs_digest
 
-        m.cache = OracleCache(self.cfg.cache_dir if self.copts.cache else None, m.stack.fingerprint,
-                              inputs_digest(sets), *m.ref)
         m.common = S.job_fields(m.stack, canonical, inputs_path, self.cfg, self.copts, source)
+        m.cache = OracleCache(self.cfg.cache_dir if self.copts.cache else None, m.stack.fingerprint,
+                              inputs_digest(sets), *m.ref, [v.name or "" for v in source.model.graph.outputs],
+                              custom_ops=bool(m.common["op_origins"]))
         return m
 
     def job(self, m: _Model, name: str, opts: Mapping[str, str], latency: bool, tag: str = "") -> Job:

@@ -161,6 +161,7 @@ class InductorCpuTarget(TwoPathTarget):
     def flags(self) -> dict[str, Any]:
         """Options, path, and what ``mode`` set (``tuned``: max-autotune benchmarked candidates)."""
         out = super().flags()
+        out["dynamo_config"] = {"allow_rnn": True}
         out["tuning"] = {"tuner": "none", "note": "mode=default: no autotuning (max-autotune benchmarks candidates)"}
         if self.options.mode != "default":
             from torch._inductor import list_mode_options
@@ -244,6 +245,9 @@ class InductorCpuTarget(TwoPathTarget):
         import torch._dynamo
 
         torch._dynamo.reset()
+        # fullgraph=True turns Dynamo's default graph break at nn.LSTM/GRU/RNN into an error;
+        # allow_rnn traces them into the graph, so Inductor compiles the whole model (flags: dynamo_config)
+        torch._dynamo.config.allow_rnn = True
         optimized = torch.compile(module, backend=capture, fullgraph=True, dynamic=False)
         args, kwargs = pack(examples)
         with torch.no_grad():

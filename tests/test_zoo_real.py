@@ -199,3 +199,25 @@ def test_a_timm_entry_is_timms_model() -> None:
     with torch.no_grad():
         out = built.module(**built.inputs)
     assert tuple(out.shape) == (1, 1000) and bool(torch.isfinite(out).all()) and float(out.std()) > 1e-3
+
+
+def test_an_unexpected_error_in_the_export_worker_is_staged_by_whose_code_raised() -> None:
+    """sd-unet's export worker died on protobuf's 2 GiB limit inside compstack's own
+    canonicalization and the row said 'the model's own builder raised' (fault unknown):
+    an exception raised in compstack's code is stage ``import`` (fault compstack); one raised
+    in a library's code stays ``build``."""
+    import json as _json
+
+    from compstack.frontends.zoo._isolated import _unexpected
+
+    try:
+        _json.loads("{")
+    except ValueError as exc:
+        assert _unexpected("zoo:x", exc)["stage"] == "build"
+    try:
+        from compstack.core.sizes import parse_size
+
+        parse_size("not a size")
+    except Exception as exc:  # noqa: BLE001
+        got = _unexpected("zoo:x", exc)
+        assert got["stage"] == "import" and "core/sizes.py" in got["error"], got

@@ -75,8 +75,27 @@ def main(argv: list[str]) -> int:
         stage = exc.stage if isinstance(exc, ExportError) else "build"
         (out / "error.json").write_text(json.dumps({"error": line, "stage": stage}))
         return 0
+    except Exception as exc:  # noqa: BLE001 - whose code raised decides the stage, hence the fault
+        (out / "error.json").write_text(json.dumps(_unexpected(spec, exc)))
+        return 0
     (out / "done").write_text("ok")
     return 0
+
+
+def _unexpected(spec: str, exc: BaseException) -> dict[str, str]:
+    """An exception no stage caught: ``import`` (compstack's, :mod:`compstack.analysis.fault`)
+    when its innermost traceback frame is in compstack's own code outside the model builders
+    (``frontends/zoo/_real_build.py`` holds model code), else ``build`` (the libraries'
+    constructors and exporters)."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = frames[-1] if frames else None
+    ours = where is not None and "/compstack/" in where.filename.replace("\\", "/") \
+        and not where.filename.endswith("_real_build.py")
+    at = f" (at {where.filename.rsplit('/compstack/', 1)[-1]}:{where.lineno})" if where is not None and ours else ""
+    msg = (str(exc).splitlines() or [""])[0][:300]
+    return {"error": f"{spec}: {type(exc).__name__}: {msg}{at}", "stage": "import" if ours else "build"}
 
 
 if __name__ == "__main__":

@@ -73,6 +73,10 @@ def test_a_warm_sweep_runs_no_reference_job(tmp_path: Path) -> None:
     cold, warm = sweep("cold.sqlite"), sweep("warm.sqlite")
     assert cold["reference_jobs"] == 1 and warm["reference_jobs"] == 0, (cold["reference_jobs"], warm["reference_jobs"])
     assert warm["matrix"]["zoo:cnn"]["ort-cpu"]["status"] == "ok"
+    # the oracle's entries gone, the reference's compiled artifact still stored: its outputs are stored again
+    assert run_cli("cache", "clear", "--kind", "oracle", "--cache-dir", str(tmp_path / "c")).returncode == 0
+    third, fourth = sweep("third.sqlite"), sweep("fourth.sqlite")
+    assert third["reference_jobs"] == 1 and fourth["reference_jobs"] == 0, (third["reference_jobs"], fourth["reference_jobs"])
 
 
 def test_the_noise_floor_is_read_back(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001

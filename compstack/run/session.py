@@ -43,7 +43,8 @@ from compstack.run.oracle_cache import OracleCache, inputs_digest
 from compstack.run.stackref import LARGE_ROLE
 from compstack.run.tuned import attach_default, default_row
 
-__all__ = ["CompareOptions", "check_reference", "EAGER_FLOAT64", "StackModel", "compare", "job_fields", "model_file", "run_one", "stack_model_file",
+__all__ = ["CompareOptions", "check_reference", "EAGER_FLOAT64", "StackModel", "compare", "job_fields", "model_file",
+           "run_one", "stack_model_file",
            "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
 
 #: ``--reference`` for the registry's ``large-reference`` (:mod:`compstack.run.stackref`).

@@ -329,7 +329,8 @@ class _Runner:
 
     def _reference_done(self, m: _Model, outcome: JobOutcome) -> None:
         name, opts = m.ref
-        if outcome.status == "ok" and m.cache is not None and not outcome.cached and outcome.extra.get("outputs"):
+        if outcome.status == "ok" and m.cache is not None and not outcome.extra.get("stored") \
+                and outcome.extra.get("outputs"):
             m.cache.put_arrays("reference", outcome.extra["outputs"])
         stand_in, stand_in_opts = registry.role_target("reference")
         if outcome.status != "ok" and name != stand_in and m.stack is not None and not m.report.model.get("import_error"):
@@ -500,7 +501,7 @@ def _plan(r: _Runner, options: SweepOptions) -> Iterator[list[tuple[JobKey, Job]
         hit = m.cache.arrays("reference") if mine and m.cache is not None else None
         if hit is not None:  # an earlier run's reference outputs (compstack.run.oracle_cache)
             m.report.reference["cached"] = True
-            r._reference_done(m, JobOutcome(m.ref[0], cached=True, extra={"outputs": hit}))
+            r._reference_done(m, JobOutcome(m.ref[0], cached=True, extra={"outputs": hit, "stored": True}))
             yield mine
             continue
         yield [((index, ""), r.job(m, m.ref[0], m.ref[1], latency=False, tag="ref")), *mine] if mine else []

@@ -201,7 +201,9 @@ def test_a_model_past_2_gib_gets_the_same_fingerprint_after_a_save_and_load(tmp_
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[w])
     proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
-    monkeypatch.setattr(cir, "_byte_size", lambda p: 2**31 if any(len(t.raw_data) >= 256 for t in p.graph.initializer)
+    import compstack.core.largeproto as largeproto
+
+    monkeypatch.setattr(largeproto, "byte_size", lambda p: 2**31 if any(len(t.raw_data) >= 256 for t in p.graph.initializer)
                         else p.ByteSize())
     model = cir.canonicalize(proto, source="big")
     assert any(v.name == "h" for v in model.graph[0].outputs) and model.graph.outputs[0].shape is not None

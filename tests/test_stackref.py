@@ -14,7 +14,7 @@ from onnx import helper as h
 
 import compstack
 from compstack import targets as registry
-from compstack.run import session as S
+from compstack.run import refchoice
 from compstack.run.session import CompareOptions
 from compstack.run.stackref import LARGE_ROLE, UB_NOTE
 
@@ -91,7 +91,7 @@ def test_a_wrong_reference_is_suspect_not_a_stack_fault(tmp_path: Path, monkeypa
 def test_auto_takes_it_above_the_size_limit_and_a_failed_one_falls_back(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     path, feeds = _cancel(tmp_path)
-    monkeypatch.setattr(S, "FLOAT64_MAX_PARAMS", -1)
+    monkeypatch.setattr(refchoice, "FLOAT64_MAX_PARAMS", -1)
     assert _compare(tmp_path, path, feeds, ["ort-cpu"], reference="auto").reference["role"] == LARGE_ROLE
     g = h.make_graph([h.make_node("Sin", ["x"], ["s"]), h.make_node("Unique", ["s"], ["y"], sorted=1)], "u",
                      [h.make_tensor_value_info("x", T.FLOAT, [16])], [h.make_tensor_value_info("y", T.FLOAT, ["n"])])

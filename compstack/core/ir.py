@@ -29,6 +29,7 @@ from google.protobuf.message import DecodeError
 
 from compstack.core.errors import UserError
 from compstack.core.extdata import inline_external
+from compstack.core.largeproto import byte_size, infer_shapes
 from compstack.core.paths import check_input_file, resolve_inside
 
 if TYPE_CHECKING:
@@ -398,8 +399,7 @@ def canonicalize(proto: onnx.ModelProto, source: str = "<model>", opset: int = D
     every node a unique, non-empty name (``onnx_ir.passes.common.NameFixPass``).
 
     Args:
-        proto: the model; not modified, except past 2 GiB, where shape inference writes its
-            value_info and output types in place (a copy would double the memory).
+        proto: the model; not modified, except past 2 GiB: its value_info, output types in place.
         source: file name or model name used in error messages.
         opset: minimum ai.onnx opset.
 
@@ -412,61 +412,13 @@ def canonicalize(proto: onnx.ModelProto, source: str = "<model>", opset: int = D
     if _ai_onnx_opset(proto) < opset:
         proto = upgrade_opset(proto, opset, source)
     try:
-        proto = _infer_shapes(proto)
+        proto = infer_shapes(proto)
     except onnx.shape_inference.InferenceError as exc:
         first = str(exc).strip().splitlines()[0]
         raise UserError(f"{source}: shape inference failed: {first}") from None
     model = ir.serde.deserialize_model(proto)
     _fix_node_names(model)
     return model
-
-
-def _infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """``onnx.shape_inference.infer_shapes`` (``data_prop``). Past protobuf's 2 GiB limit
-    (shape inference serializes the model) it runs with the weights of 256 bytes or more
-    detached, as external data, and restored after: the same view of the model, and so the
-    same inferred types, as when the file :func:`save` wrote (external data from 256 bytes,
-    ``onnx_ir.save``'s threshold) is loaded again. Before, a 3.4 GB model (sd-unet) had no
-    inference when exported and had it when read back, and its fingerprint changed.
-
-    Raises:
-        onnx.shape_inference.InferenceError: as ``infer_shapes``.
-    """
-    if _byte_size(proto) < 2**31 - 1:
-        return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
-    detached: list[tuple[onnx.TensorProto, bytes]] = []
-    try:
-        for t in proto.graph.initializer:
-            if t.data_location != onnx.TensorProto.EXTERNAL and len(t.raw_data) >= 256:
-                detached.append((t, t.raw_data))
-                t.ClearField("raw_data")
-                t.data_location = onnx.TensorProto.EXTERNAL
-                entry = t.external_data.add()
-                entry.key, entry.value = "location", "compstack-detached"
-        if _byte_size(proto) >= 2**31 - 1:
-            return proto  # still too large (weights in other fields): no inference, in both paths
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
-    finally:
-        for t, data in detached:
-            del t.external_data[:]
-            t.data_location = onnx.TensorProto.DEFAULT
-            t.raw_data = data
-    del proto.graph.value_info[:]
-    proto.graph.value_info.extend(inferred.graph.value_info)
-    for mine, theirs in zip(proto.graph.output, inferred.graph.output):
-        mine.type.CopyFrom(theirs.type)
-    return proto
-
-
-def _byte_size(proto: onnx.ModelProto) -> int:
-    """``proto.ByteSize()``, or 2**31 for a model past protobuf's 2 GiB limit (where
-    ``ByteSize`` itself raises ``EncodeError`` with protobuf's upb backend: sd-unet, 3.4 GB)."""
-    from google.protobuf.message import EncodeError
-
-    try:
-        return int(proto.ByteSize())
-    except EncodeError:
-        return 2**31
 
 
 def _fix_node_names(model: ir.Model) -> None:
@@ -848,4 +800,4 @@ class SourceModel:
 
 
 __all__ += ["SourceModel", "as_written", "load_with_written", "upgrade_opset", "source_of", "user_frame", "tensor_bytes", "check",
-            "inline_functions", "prefers_external_data", "STREAM_MIN_BYTES"]
+            "inline_functions", "prefers_external_data", "STREAM_MIN_BYTES", "byte_size"]

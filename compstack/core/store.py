@@ -20,7 +20,7 @@ ops             ``ops/<key>/``                    the custom-op kernel library (
 roofline        ``roofline/<host>.json``          this host's measured peaks
 tvm-tuning      ``tvm-tuning/<key>/``             MetaSchedule tuning records (in place)
 xla, inductor   ``xla/<key>/``, ``inductor/<k>/`` compiled programs of those stacks
-oracle          ``oracle/<key>/``                 a reference's outputs, floor or UB findings
+envs, oracle    ``envs/``, ``oracle/<key>/``      release venvs; a reference's outputs, floor, UB
 ==============  ================================  =======================================
 
 A folder entry is published once: its files are written into a temporary folder beside
@@ -31,8 +31,7 @@ JSON record) carries the SHA-256 of its own canonical JSON and is written with o
 ``os.replace`` (:meth:`Store.write_record`). Every read re-checks sizes and hashes
 (:meth:`Store.lookup`, :meth:`Store.read_record`); an entry that fails is deleted and
 rebuilt by its caller, never loaded. Nothing read back is unpickled: manifests and
-records are JSON. A hit refreshes the manifest's mtime, which :meth:`Store.prune` reads
-as "last used" (LRU).
+records are JSON. A hit refreshes the manifest's mtime, which :meth:`Store.prune` reads as "last used" (LRU).
 
 Keys: :func:`key` hashes a canonical JSON (sorted keys, no spaces, UTF-8) of the key
 parts together with compstack's version and the versions of the stack's packages, so an
@@ -41,6 +40,7 @@ upgrade of either starts new entries instead of reusing stale ones.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -208,10 +208,8 @@ def _size(path: Path) -> int:
     total = 0
     for dirpath, _, files in os.walk(path):
         for f in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(dirpath, f)).st_size
-            except OSError:
-                pass
     return total
 
 

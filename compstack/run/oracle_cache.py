@@ -119,6 +119,15 @@ class OracleCache:
         #: Corrupt entries found (and deleted) on the way, one line each.
         self.problems: list[str] = []
 
+    @classmethod
+    def for_model(cls, cache_dir: str | Path | None, fingerprint: str, sets: Sequence[Mapping[str, np.ndarray]],
+                  target: str, options: Mapping[str, str], model: Any, op_origins: Sequence[str]) -> "OracleCache":
+        """The entries of ``model`` (an ``onnx_ir.Model``: its output names) on its input
+        ``sets``, with ``fingerprint`` the stack model's; ``op_origins``: the job's custom-op
+        origins (any: off)."""
+        return cls(cache_dir, fingerprint, inputs_digest(sets), target, options,
+                   [v.name or "" for v in model.graph.outputs], custom_ops=bool(op_origins))
+
     def _key(self, what: str) -> str:
         from compstack.core.store import key
 
@@ -182,6 +191,13 @@ class OracleCache:
         from compstack.core.inputs import save_npz
 
         self._put(what, lambda folder: save_npz(folder / _ARRAYS, arrays))
+
+    def keep_reference(self, outcome: Any) -> None:
+        """Store the outputs of a reference job's ``outcome`` (a
+        :class:`~compstack.run.jobs.JobOutcome`) when it ran fine and was not read from here
+        (``extra["stored"]``)."""
+        if outcome.status == "ok" and outcome.extra.get("outputs") and not outcome.extra.get("stored"):
+            self.put_arrays("reference", outcome.extra["outputs"])
 
     def put_record(self, what: str, data: Mapping[str, Any]) -> None:
         """Store the JSON ``data`` as ``what``."""

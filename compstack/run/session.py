@@ -39,20 +39,16 @@ from compstack.run.executors import LOST as _LOST
 from compstack.run.executors import Executor, Limits, open_executor
 from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.run.oracle import CheckedOracle, checked_oracle, judge_row
-from compstack.run.oracle_cache import OracleCache, inputs_digest
-from compstack.run.stackref import LARGE_ROLE
+from compstack.run.oracle_cache import OracleCache
+from compstack.run.refchoice import EAGER_FLOAT64, FLOAT64_MAX_FLOPS, FLOAT64_MAX_PARAMS, check_reference
+from compstack.run.refchoice import pick_reference as _pick_reference
+from compstack.run.refchoice import reference_info as _reference_info
+from compstack.run.refchoice import run_reference as _run_reference
 from compstack.run.tuned import attach_default, default_row
 
 __all__ = ["CompareOptions", "check_reference", "EAGER_FLOAT64", "StackModel", "compare", "job_fields", "model_file",
            "run_one", "stack_model_file",
            "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS"]
-
-#: ``--reference`` for the registry's ``large-reference`` (:mod:`compstack.run.stackref`).
-EAGER_FLOAT64 = "eager-float64"
-#: Largest model (FLOPs of MatMul/Gemm/Conv) the float64 reference evaluator is used for.
-FLOAT64_MAX_FLOPS = 20e9
-#: Largest model (parameters) the float64 reference evaluator is used for.
-FLOAT64_MAX_PARAMS = 200e6
 
 
 @dataclass
@@ -211,68 +207,12 @@ def _store_model(model: Any, fp: str, cache_dir: Path, kind: str = "") -> Path:
     return folder / "model.onnx"
 
 
-#: The reference of a JAX source whose common IR could not be built: its native program
-#: on XLA in float64 (``jax.enable_x64``, float inputs as float64): the registry's
-#: ``native-jax-reference`` target and its options in that role.
-_JAX_X64_REFERENCE = registry.role_target("native-jax-reference")
-
-
 def _hint_opset(result: Result, stack: StackModel) -> None:
     """A row that did not run the user's older-opset model says how to try the upgraded one."""
     if result.status in ("unsupported", "failed") and result.flags.get("model_form") == "as-written" \
             and stack.opset < cir.DEFAULT_OPSET:
         result.notes.append(f"the stack got the model as written (opset {stack.opset}); --opset "
                             f"{cir.DEFAULT_OPSET} compares it upgraded by the ONNX version converter")
-
-
-def check_reference(choice: str) -> None:
-    """Check ``--reference``: ``auto``, ``reference``, ``eager-float64`` or a registered target.
-
-    Raises:
-        UserError: an unknown target (one line naming it).
-    """
-    if choice not in ("auto", "reference", EAGER_FLOAT64):
-        try:
-            registry.get(choice)
-        except UserError as exc:
-            raise UserError(f"--reference {choice!r}: {exc} (or auto, reference, {EAGER_FLOAT64})") from None
-
-
-def _pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str, str]]:
-    if source.import_error:
-        if choice not in ("auto", "reference", _JAX_X64_REFERENCE[0]):
-            raise UserError(f"--reference {choice}: {source.name} has no common IR ({source.import_error}); "
-                            f"only the float64 native JAX run ({_JAX_X64_REFERENCE[0]}) can be the reference")
-        return _JAX_X64_REFERENCE[0], dict(_JAX_X64_REFERENCE[1])
-    if choice == "reference":
-        return "reference", {"precision": "float64", "outputs": "float64"}
-    if choice == EAGER_FLOAT64:
-        return registry.role_target(LARGE_ROLE)
-    if choice != "auto":
-        return choice, {}
-    stats = op_stats(source.model)
-    if stats.flops <= FLOAT64_MAX_FLOPS and stats.params <= FLOAT64_MAX_PARAMS:
-        return "reference", {"precision": "float64", "outputs": "float64"}
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is not None:  # the float64 eager run (compstack.run.stackref)
-        return registry.role_target(LARGE_ROLE)
-    return registry.role_target("reference")
-
-
-def _reference_info(source: cir.SourceModel, name: str, opts: Mapping[str, str]) -> dict[str, Any]:
-    """The report's ``reference``: the target, its precision, and for a source without a
-    common IR what ran instead of the ONNX reference."""
-    if source.import_error:
-        return {"target": name, "precision": "float64", "program": "native JAX program, jax x64 (no ONNX reference: "
-                                                                  "the common IR could not be built)"}
-    if (name, dict(opts)) == registry.role_target(LARGE_ROLE):
-        stats = op_stats(source.model)
-        why = ("the model is too large for onnx.reference" if stats.flops > FLOAT64_MAX_FLOPS
-               or stats.params > FLOAT64_MAX_PARAMS else f"--reference {EAGER_FLOAT64}")
-        return {"target": name, "precision": "float64", "role": LARGE_ROLE,
-                "program": f"compstack's translated program run eagerly in float64 (TorchDynamo aot_eager): {why}"}
-    return {"target": name, **({"precision": opts["precision"]} if opts else {})}
 
 
 def _needs_common_ir(source: cir.SourceModel, name: str, opts: Mapping[str, str]) -> Result | None:
@@ -359,14 +299,11 @@ def compare(
         def run(name: str, opts: Mapping[str, str], latency: bool, tag: str = "", **over: Any) -> JobOutcome:
             return run_one(executor, common, work, options, name, opts, latency, tag, **over)
 
-        cache = OracleCache(settings.cache_dir if options.cache else None, stack.fingerprint, inputs_digest(sets),
-                            ref_name, ref_opts, [v.name or "" for v in source.model.graph.outputs],
-                            custom_ops=bool(common["op_origins"]))
+        cache = OracleCache.for_model(settings.cache_dir if options.cache else None, stack.fingerprint, sets,
+                                      ref_name, ref_opts, source.model, common["op_origins"])
         ref_outputs, ref_note = _run_reference(run, ref_name, ref_opts, report, on_start, cache)
         oracle = checked_oracle(report, ref_outputs, run, stack.path, sets[0], work, _store_model, cache)
-        if ref_outputs is not None:
-            key = report.reference["target"] + ("@x64" if source.import_error else "")  # not the xla-cpu row's key
-            saved.update({f"{key}::{k}": v for k, v in ref_outputs.items()})
+        saved.update(_reference_arrays(report, ref_outputs, source))
         for name in options.targets:
             if on_start:
                 on_start(name)
@@ -401,6 +338,14 @@ def compare(
     return report
 
 
+def _reference_arrays(report: Report, ref: Mapping[str, np.ndarray] | None,
+                      source: cir.SourceModel) -> dict[str, np.ndarray]:
+    """The reference's outputs for ``--save-outputs``, keyed ``<reference>::<output>`` (a JAX
+    source's float64 native run as ``xla-cpu@x64``, not the xla-cpu row's key)."""
+    key = report.reference.get("target", "reference") + ("@x64" if source.import_error else "")
+    return {f"{key}::{k}": v for k, v in (ref or {}).items()}
+
+
 def job_fields(stack: StackModel, canonical: Path, inputs_path: Path, settings: Settings, options: CompareOptions,
                source: cir.SourceModel) -> dict[str, Any]:
     """The :class:`~compstack.run.jobs.Job` fields every target's job of one model shares,
@@ -431,35 +376,6 @@ def _load_outputs(job: Job) -> dict[str, np.ndarray] | None:
 
     with np.load(job.outputs_path, allow_pickle=False) as data:
         return decode_arrays({k: data[k] for k in data.files})
-
-
-def _run_reference(run: Callable[..., JobOutcome], name: str, opts: Mapping[str, str], report: Report,
-                   on_start: Callable[[str], None] | None,
-                   cache: OracleCache | None = None) -> tuple[dict[str, np.ndarray] | None, str]:
-    """The reference's outputs (from the store when ``cache`` holds them) and a note ("" or
-    why the chosen reference failed); falls back to the registry's ``reference`` stand-in."""
-    hit = cache.arrays("reference") if cache is not None else None
-    if hit is not None:
-        report.reference["cached"] = True
-        return hit, ""
-    if on_start:
-        on_start(f"reference ({name})")
-    outcome = run(name, opts, latency=False)
-    if outcome.status == "ok":
-        if cache is not None and outcome.extra.get("outputs"):
-            cache.put_arrays("reference", outcome.extra["outputs"])
-        return outcome.extra["outputs"], ""
-    note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
-    report.reference["error"] = note
-    stand_in, stand_in_opts = registry.role_target("reference")
-    if name != stand_in and not report.model.get("import_error"):  # the stand-in needs the common IR
-        fallback = run(stand_in, stand_in_opts, latency=False)
-        if fallback.status == "ok":
-            report.reference.update({"target": stand_in, "fallback_from": name})
-            for key in ("precision", "role", "program"):
-                report.reference.pop(key, None)
-            return fallback.extra["outputs"], note
-    return None, note
 
 
 def _eager_job(name: str, opts: Mapping[str, str], work: Path, common: Mapping[str, Any]) -> Job:

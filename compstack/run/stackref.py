@@ -1,7 +1,7 @@
 """The checked oracle of a model too large for ``onnx.reference``.
 
-Above :data:`compstack.run.session.FLOAT64_MAX_FLOPS` or
-:data:`~compstack.run.session.FLOAT64_MAX_PARAMS` the NumPy reference evaluator takes too
+Above :data:`compstack.run.refchoice.FLOAT64_MAX_FLOPS` or
+:data:`~compstack.run.refchoice.FLOAT64_MAX_PARAMS` the NumPy reference evaluator takes too
 long. The float64 reference is then the registry's ``large-reference``: compstack's
 translated FX program run eagerly in float64 (``inductor-cpu`` with ``backend=aot_eager``,
 ``precision=float64``: TorchDynamo's debug backend, ATen ops, no code generation), in a
@@ -20,7 +20,7 @@ eager model in float64, and the noise floor is the eager model in float32. Here:
   whole model in NumPy, the cost this path avoids. A row note says so.
 
 Without torch installed, or when the float64 run fails, the reference is ORT in float32
-and the tolerance alone judges (:func:`compstack.run.session._run_reference`).
+and the tolerance alone judges (:func:`compstack.run.refchoice.run_reference`).
 """
 
 from __future__ import annotations

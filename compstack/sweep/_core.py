@@ -35,6 +35,8 @@ from compstack.core.results import Report, Result, ResultsDB
 from compstack.run import session as S
 from compstack.run.faults import set_fault
 from compstack.run.jobs import Job, JobOutcome, pack_sets
+from compstack.run.oracle_cache import OracleCache
+from compstack.run.refchoice import fall_back
 from compstack.run.runner import Limits
 from compstack.sweep._probe import probe_versions
 
@@ -192,12 +194,9 @@ class _Runner:
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
         m.feeds = dict(sets[0])
-        from compstack.run.oracle_cache import OracleCache, inputs_digest
-
         m.common = S.job_fields(m.stack, canonical, inputs_path, self.cfg, self.copts, source)
-        m.cache = OracleCache(self.cfg.cache_dir if self.copts.cache else None, m.stack.fingerprint,
-                              inputs_digest(sets), *m.ref, [v.name or "" for v in source.model.graph.outputs],
-                              custom_ops=bool(m.common["op_origins"]))
+        m.cache = OracleCache.for_model(self.cfg.cache_dir if self.copts.cache else None, m.stack.fingerprint, sets,
+                                        *m.ref, source.model, m.common["op_origins"])
         return m
 
     def job(self, m: _Model, name: str, opts: Mapping[str, str], latency: bool, tag: str = "") -> Job:
@@ -299,8 +298,7 @@ class _Runner:
                                  f"({sum(g.bytes for g in gone) / 1e6:,.0f} MB)")
 
     def on_start(self, key: JobKey, at: float | None = None) -> None:
-        """A job started (``at``: when, ``time.monotonic()``; default now): the executor's
-        thread may hear of it late, while this thread prepares the next model."""
+        """A job started at ``at`` (``time.monotonic()``; default now: this thread may hear late)."""
         self._started[key] = time.monotonic() if at is None else at
         if self.progress is not None:
             self.progress.started(key, self.models[key[0]].spec if isinstance(key, tuple) else "")
@@ -329,16 +327,11 @@ class _Runner:
 
     def _reference_done(self, m: _Model, outcome: JobOutcome) -> None:
         name, opts = m.ref
-        if outcome.status == "ok" and m.cache is not None and not outcome.extra.get("stored") \
-                and outcome.extra.get("outputs"):
-            m.cache.put_arrays("reference", outcome.extra["outputs"])
-        stand_in, stand_in_opts = registry.role_target("reference")
-        if outcome.status != "ok" and name != stand_in and m.stack is not None and not m.report.model.get("import_error"):
-            m.ref_note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
-            fallback = self.run_now(m, stand_in, stand_in_opts, False, ".reference")  # as compare falls back
-            if fallback.status == "ok":
-                m.report.reference = {"target": stand_in, "fallback_from": name, "error": m.ref_note}
-                outcome = fallback
+        if m.cache is not None:
+            m.cache.keep_reference(outcome)
+        if outcome.status != "ok" and m.stack is not None:  # as compare falls back
+            outcome, m.ref_note = fall_back(lambda n, o: self.run_now(m, n, o, False, ".reference"), name, outcome,
+                                            m.report)
         if outcome.status == "ok":
             from compstack.run.oracle import checked_oracle
 
@@ -348,8 +341,8 @@ class _Runner:
                 m.oracle = checked_oracle(m.report, m.ref_outputs, run, m.stack.path, m.feeds, m.work / "oracle",
                                           S._store_model, m.cache)
         else:
-            m.ref_note = m.ref_note or f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
-            m.report.reference["error"] = m.ref_note
+            m.ref_note = m.report.reference["error"] = m.ref_note or f"reference {name} {outcome.status} in " \
+                                                                      f"{outcome.stage}: {outcome.error}"
         m.feeds = {}  # the oracle keeps its own copy
         m.ref_done = True
         for target, waiting in list(m.waiting.items()):

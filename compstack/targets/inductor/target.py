@@ -69,7 +69,7 @@ class InductorOptions(PathOptions):
             every float32 tensor in float64 (:func:`compstack.targets.reference.target.to_float64`;
             float32 inputs are widened, outputs stay float64). With ``backend=aot_eager`` this is
             the float64 reference of a model too large for ``onnx.reference``
-            (:func:`compstack.run.session._pick_reference`), as PyTorch's accuracy gate runs
+            (:func:`compstack.run.refchoice.pick_reference`), as PyTorch's accuracy gate runs
             the eager model in float64 (``torch/_dynamo/utils.py``, ``fp64_ref``).
     """
 

@@ -48,11 +48,9 @@ def session_model(proto: onnx.ModelProto, folder: Path, so: Any) -> bytes | str:
     Raises:
         OSError: ``folder`` cannot be written.
     """
-    try:
-        small = proto.ByteSize() <= LIMIT
-    except (ValueError, OverflowError):  # a size protobuf cannot even count is a large model
-        small = False
-    if small:
+    from compstack.core.ir import byte_size
+
+    if byte_size(proto) <= LIMIT:  # past 2 GiB protobuf cannot even count it (EncodeError): a large model
         return proto.SerializeToString()
     so.add_session_config_entry("session.optimized_model_external_initializers_file_name", DATA)
     so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",

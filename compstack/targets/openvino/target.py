@@ -155,15 +155,23 @@ class OpenVinoCpuTarget(Target):
 
     def lower_impl(self, model: ir.Model) -> Lowered:
         proto = cir.to_proto(model)
+        scratch = None
         try:
-            ov_model = core().read_model(proto.SerializeToString())
+            if cir.byte_size(proto) < 2**31 - 1:
+                ov_model = core().read_model(proto.SerializeToString())
+            else:  # past protobuf's 2 GiB (sd-unet): a file whose weights OpenVINO reads beside it
+                del proto
+                scratch = tools.Scratch("openvino")
+                ov_model = core().read_model(str(cir.save(model, scratch.path / "model.onnx", external_data=True)))
         except Exception as exc:
             unsupported = _unsupported(str(exc), self.name, model)
             if unsupported is not None:
                 raise unsupported from exc
             with ov_errors():
                 raise
-        return _OvLowered(self, model, ov_model)
+        lowered = _OvLowered(self, model, ov_model)
+        lowered.scratch = scratch  # the weights' file lives as long as the lowered model (removed with it)
+        return lowered
 
     def load_compiled(self, folder: Path, model: ir.Model) -> Compiled:
         blob = (folder / "model.blob").read_bytes()
@@ -172,18 +180,6 @@ class OpenVinoCpuTarget(Target):
         out = _OvCompiled(self, model, compiled_model, blob)
         out.set_blob_path(folder / "model.blob")
         return out
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 class _OvLowered(Lowered):
@@ -195,6 +191,7 @@ class _OvLowered(Lowered):
         super().__init__(target, model, {"onnx": lambda: cir.to_text(model),
                                          "ov-model": lambda: model_text(ov_model)})
         self.ov_model = ov_model
+        self.scratch: tools.Scratch | None = None
 
     def compile_impl(self) -> Compiled:
         with ov_errors():
@@ -289,9 +286,3 @@ class _OvCompiled(Compiled):
         from compstack.targets.openvino.kernels import profile
 
         return profile(self, inputs, warmup, runs)
-
-
-
-
-
-

@@ -56,6 +56,12 @@ def check_reference(choice: str) -> None:
 
 
 def pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str, str]]:
+    """The reference target and its options (``--option`` strings) for ``--reference choice``
+    (see the module docstring; ``auto`` reads the model's FLOPs and parameters, op_stats).
+
+    Raises:
+        UserError: a source without a common IR and a reference other than its native float64 run.
+    """
     if source.import_error:
         if choice not in ("auto", "reference", _JAX_X64_REFERENCE[0]):
             raise UserError(f"--reference {choice}: {source.name} has no common IR ({source.import_error}); "

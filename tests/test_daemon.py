@@ -47,7 +47,8 @@ def test_second_command_finds_the_daemon_and_its_warm_workers(mlp_onnx: Path, de
     second = run_cli(*args, env=default_env)
     assert second.returncode == 0, second.stderr
     [d2] = _status(default_env)
-    assert d2["pid"] == d1["pid"] and d2["jobs"] == 6
+    # the second command's reference outputs come from the store (compstack.run.oracle_cache): two more jobs
+    assert d2["pid"] == d1["pid"] and d2["jobs"] == 5 and json.loads(second.stdout)["reference"].get("cached") is True
     assert {w["target_ref"]: w["pid"] for w in d2["workers"]} == pids  # the same processes served both commands
     for proc, stages in ((first, ("compile", "run")), (second, ("run",))):  # each job's stages reach its own
         for name in ("ort-cpu", "xla-cpu"):                                     # client (the second compiles nothing)

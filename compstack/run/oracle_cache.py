@@ -52,7 +52,7 @@ def inputs_digest(sets: Sequence[Mapping[str, np.ndarray]]) -> str:
 #: compstack's code that computes the oracle's results: a checkout edited without a new
 #: version still gets new entries (:func:`_code_digest`).
 _ORACLE_CODE = ("analysis/refdefects.py", "analysis/ub.py", "run/oracle.py", "run/stackref.py",
-                "targets/reference", "targets/inductor", "translate/fx", "ops")
+                "targets/reference", "targets/inductor", "targets/common/precision.py", "translate/fx", "ops")
 
 
 @functools.lru_cache(maxsize=1)

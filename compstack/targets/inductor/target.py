@@ -66,7 +66,7 @@ class InductorOptions(PathOptions):
             names of :data:`PASS_SWITCHES` (each a ``torch._inductor.config`` switch);
             ``compstack explain`` searches them one by one to name the one at fault.
         precision: ``""`` (the model's own), or ``float64``: the translated path computes
-            every float32 tensor in float64 (:func:`compstack.targets.reference.target.to_float64`;
+            every float32 tensor in float64 (:func:`compstack.targets.common.precision.to_float64`;
             float32 inputs are widened, outputs stay float64). With ``backend=aot_eager`` this is
             the float64 reference of a model too large for ``onnx.reference``
             (:func:`compstack.run.refchoice.pick_reference`), as PyTorch's accuracy gate runs
@@ -262,7 +262,7 @@ class InductorCpuTarget(TwoPathTarget):
 def _widened(model: ir.Model) -> ir.Model:
     """``model`` computing every float32 tensor in float64 (``precision=float64``)."""
     from compstack.core import ir as cir
-    from compstack.targets.reference.target import to_float64
+    from compstack.targets.common.precision import to_float64
 
     return ir.from_proto(to_float64(cir.to_proto(model)))
 

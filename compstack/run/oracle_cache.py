@@ -83,10 +83,9 @@ def cacheable(target: str, options: Mapping[str, str]) -> bool:
     the eager float64 program (the registry's ``large-reference``), whose code and package
     versions are in the key. A stack standing in as the float32 reference (``ort-cpu``, or
     any ``--reference TARGET``) is not: its outputs depend on its release, threads and CPU."""
-    from compstack import targets as registry
-    from compstack.run.stackref import LARGE_ROLE
+    from compstack.run.stackref import is_large_reference
 
-    return target == "reference" or (target, dict(options)) == registry.role_target(LARGE_ROLE)
+    return target == "reference" or is_large_reference(target, options)
 
 
 class OracleCache:
@@ -115,9 +114,7 @@ class OracleCache:
             # is never judged against outputs this user did not compute.
             self.store = None if store.shared else store
         self.parts = {"fp": fingerprint, "inputs": digest, "target": target, "options": dict(options)}
-        self.versions = _versions(target)
-        #: Corrupt entries found (and deleted) on the way, one line each.
-        self.problems: list[str] = []
+        self.versions = _versions(target) if self.store is not None else {}  # the key's: no store, no key
 
     @classmethod
     def for_model(cls, cache_dir: str | Path | None, fingerprint: str, sets: Sequence[Mapping[str, np.ndarray]],
@@ -143,7 +140,6 @@ class OracleCache:
         if why:
             from compstack.core.ownership import report_once
 
-            self.problems.append(why)
             report_once(why)
         return entry.folder if entry is not None else None
 
@@ -171,7 +167,6 @@ class OracleCache:
 
         assert self.store is not None
         line = f"oracle entry {self._key(what)} ({what}) does not fit the model: {why}; rebuilt"
-        self.problems.append(line)
         report_once(line)
         self.store.evict("oracle", self._key(what))
 

@@ -23,7 +23,7 @@ from compstack.core.errors import UserError
 from compstack.core.results import Report
 from compstack.run.jobs import JobOutcome
 from compstack.run.oracle_cache import OracleCache
-from compstack.run.stackref import LARGE_ROLE
+from compstack.run.stackref import LARGE_ROLE, is_large_reference
 
 __all__ = ["EAGER_FLOAT64", "FLOAT64_MAX_FLOPS", "FLOAT64_MAX_PARAMS", "check_reference", "fall_back", "pick_reference",
            "reference_info", "run_reference"]
@@ -89,7 +89,7 @@ def reference_info(source: cir.SourceModel, name: str, opts: Mapping[str, str]) 
     if source.import_error:
         return {"target": name, "precision": "float64", "program": "native JAX program, jax x64 (no ONNX reference: "
                                                                   "the common IR could not be built)"}
-    if (name, dict(opts)) == registry.role_target(LARGE_ROLE):
+    if is_large_reference(name, opts):
         stats = op_stats(source.model)
         why = ("the model is too large for onnx.reference" if stats.flops > FLOAT64_MAX_FLOPS
                or stats.params > FLOAT64_MAX_PARAMS else f"--reference {EAGER_FLOAT64}")

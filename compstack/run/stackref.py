@@ -33,7 +33,7 @@ import numpy as np
 from compstack.run.jobs import JobOutcome
 from compstack.run.oracle import CheckedOracle, CrossCheck
 
-__all__ = ["LargeOracle", "LARGE_ROLE", "FLOOR_ROLE", "UB_NOTE"]
+__all__ = ["LargeOracle", "LARGE_ROLE", "FLOOR_ROLE", "UB_NOTE", "is_large_reference"]
 
 #: The registry role of the float64 reference of a large model (see the module docstring).
 LARGE_ROLE = "large-reference"
@@ -42,6 +42,13 @@ FLOOR_ROLE = "large-floor"
 #: The row note when the undefined-behaviour rules could not run.
 UB_NOTE = ("undefined-behaviour rules not run: with the eager float64 reference there is no onnx.reference "
            "evaluation, which they need for every intermediate value")
+
+def is_large_reference(target: str, options: Mapping[str, str]) -> bool:
+    """True when ``(target, options)`` is the registry's ``large-reference`` (:data:`LARGE_ROLE`)."""
+    from compstack import targets as registry
+
+    return (target, dict(options)) == registry.role_target(LARGE_ROLE)
+
 
 #: ``run(target, options, latency, tag)``: one job of the comparison on its own model and inputs.
 Run = Callable[..., JobOutcome]

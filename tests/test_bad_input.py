@@ -327,7 +327,7 @@ ROWS: list[Row] = [
     Row("min-time-nan", ("compare", "{mlp}", "--min-time", "nan"), "'--min-time'"),
     Row("timeout-inf", ("compare", "{mlp}", "--timeout", "inf"), "'--timeout'"),
     Row("rtol-negative", ("compare", "{mlp}", "--rtol", "-1"), "'--rtol'"),
-    Row("reference-unknown", ("compare", "{mlp}", "--reference", "nosuch"), "unknown target 'nosuch'"),
+    Row("reference-unknown", ("compare", "{mlp}", "--reference", "nosuch"), "--reference 'nosuch': unknown target 'nosuch'"),
     Row("usage-missing-o", ("lower", "zoo:mlp", "--target", T), "Missing option '-o'"),
     Row("unknown-command", ("frobnicate",), "No such command"),
     Row("soc-on-ort", ("lower", "{mlp}", "--target", T, "-o", "{d}/out", "--soc", "x"), "has no SoC option"),

@@ -8,7 +8,12 @@ from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
-__all__ = ["NO_GRAPH", "Capture"]
+__all__ = ["NO_GRAPH", "Capture", "RecompiledAtRun"]
+
+
+class RecompiledAtRun(RuntimeError):
+    """TorchDynamo traced a graph after ``compile`` (see :class:`Capture`): compstack's
+    split of ``torch.compile`` into lower, compile and run does not hold for this program."""
 
 
 def _zeros_like_outputs(gm: Any) -> Any:
@@ -41,13 +46,26 @@ class Capture:
     input values that would fail eagerly (an integer division by zero, an index out of
     range) fail at ``run``, where they belong, not while capturing. Where the outputs'
     shapes are unknown, the graph runs eagerly instead.
+
+    With ``eager_first`` (the native path), the first call computes eagerly instead: a
+    program that changes its own Python state on its first call (timm's LeViT fills an
+    attention-bias cache in eval mode, with tensors the graph computes) must get true values,
+    and the call after it is traced again by TorchDynamo (its guards on that state fail); the
+    graph compiled is the last one captured, the one every later call runs. Compiled code
+    only ever runs the graph it was compiled from: a graph first traced after ``compile``
+    raises :class:`RecompiledAtRun` (compstack compiles once, in its ``compile`` stage).
+
+    Args:
+        eager_first: compute the first call eagerly (see above).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, eager_first: bool = False) -> None:
         self.graph: Any = None
         self.example_inputs: list[Any] = []
         self.compiled: Any = None
+        self.compiled_graph: Any = None
         self.count = 0
+        self.eager_first = eager_first
 
     def __call__(self, gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
         self.count += 1
@@ -58,9 +76,15 @@ class Capture:
 
         def run(*args: Any) -> Any:
             if self.compiled is not None:
+                if gm is not self.compiled_graph:
+                    raise RecompiledAtRun("TorchDynamo traced a new graph at run (its guards failed: the program "
+                                          "changed its Python state after lower); compstack compiles the graph "
+                                          "captured in lower only")
                 return self.compiled(*args)
-            placeholder = _zeros_like_outputs(self.graph)
-            return placeholder if placeholder is not None else self.graph(*args)
+            if self.eager_first and self.count == 1:
+                return gm(*args)
+            placeholder = _zeros_like_outputs(gm)
+            return placeholder if placeholder is not None else gm(*args)
 
         return run
 
@@ -73,6 +97,7 @@ class Capture:
 
         with torch.no_grad():
             self.compiled = lookup_backend("aot_eager")(self.graph, self.example_inputs)
+        self.compiled_graph = self.graph
         note = "(backend=aot_eager: no Inductor code generation)\n"
         return [note], [note]
 
@@ -109,4 +134,5 @@ class Capture:
         with config.patch(patches), mock.patch.object(GraphLowering, "save_output_code", codes.append), \
                 torch.no_grad(), torch._guards.tracing(self.tracing_context):
             self.compiled = compile_fx(self.graph, self.example_inputs)
+        self.compiled_graph = self.graph
         return post, codes

@@ -241,7 +241,7 @@ class InductorCpuTarget(TwoPathTarget):
 
         if isinstance(module, torch.nn.Module):
             module = module.to(self.torch_device).eval()
-        capture = Capture()
+        capture = Capture(eager_first=path == "native")
         import torch._dynamo
 
         torch._dynamo.reset()
@@ -252,6 +252,8 @@ class InductorCpuTarget(TwoPathTarget):
         args, kwargs = pack(examples)
         with torch.no_grad():
             optimized(*args, **kwargs)
+            if path == "native":  # a program that fills its own state on the first call is traced again
+                optimized(*args, **kwargs)
         if capture.graph is None:  # nothing to compile: outputs are inputs or constants
             stages: dict[str, Any] = {"fx": NO_GRAPH}
         else:

@@ -67,10 +67,11 @@ def ray_executor(store: Path):
 
 
 def _sweep(models: list[str], targets: list[str], store: Path, executor, latency=None, timeout=60.0,
-           resume=False, memory_mb=0):
-    opts = CompareOptions(targets=targets, latency=latency, limits=Limits(timeout_s=timeout, memory_mb=memory_mb))
-    cfg = settings(cache_dir=store / "cache", db=store / "results.sqlite")
-    return run_sweep(SweepOptions(models, opts, "ort-cpu", resume), cfg, executor)
+           resume=False, memory_mb=0, cache_results=True, db="results.sqlite", **more):
+    opts = CompareOptions(targets=targets, latency=latency, limits=Limits(timeout_s=timeout, memory_mb=memory_mb),
+                          **more)
+    cfg = settings(cache_dir=store / "cache", db=store / db)
+    return run_sweep(SweepOptions(models, opts, "ort-cpu", resume, cache_results=cache_results), cfg, executor)
 
 
 def test_expand_models(tmp_path: Path) -> None:
@@ -128,6 +129,43 @@ def test_local_sweep_then_resume(models: list[str], store: Path, local_sweep) ->
     assert summarize(again)["scheduling"].startswith("nothing run")
 
 
+def test_a_warm_sweep_reads_judged_rows_from_the_store(models: list[str], store: Path, local_sweep) -> None:
+    # a new database on the same store (the benchmark's warm run): every job was judged before, on
+    # the same model, inputs, target, options, versions and reference: nothing runs
+    warm = _sweep(models, TARGETS, store, LocalExecutor(2), db="warm.sqlite")
+    assert warm.jobs_run == 0 and warm.stored == 9 and warm.resumed == 0
+    for key, r in warm.rows.items():
+        cold = local_sweep.rows[key]
+        assert (r.status, r.compile_s, r.outputs) == (cold.status, cold.compile_s, cold.outputs)
+        assert r.flags["stored_row"]["sweep"] == local_sweep.sweep_id
+        assert any(n.startswith(f"stored: judged by sweep {local_sweep.sweep_id}") for n in r.notes)
+    s = summarize(warm)
+    assert s["stored"] == 9 and all(c["stored"] for cells in s["matrix"].values() for c in cells.values())
+    from compstack.report.dashboard import load_dashboard, render_dashboard
+
+    assert render_dashboard(load_dashboard(store / "warm.sqlite", warm.sweep_id)).count(">stored</span>") == 9
+    # what keys a row: another tolerance is another verdict; --no-cache-results runs every job
+    other = _sweep(models[:1], ["ort-cpu"], store, LocalExecutor(1), db="warm.sqlite", rtol=0.5)
+    assert other.stored == 0 and other.jobs_run == 1  # the target's job (the reference's outputs are stored)
+    rerun = _sweep(models[:1], ["ort-cpu"], store, LocalExecutor(1), db="warm.sqlite", cache_results=False)
+    assert rerun.stored == 0 and rerun.jobs_run == 1 and "stored_row" not in rerun.rows[(models[0], "ort-cpu")].flags
+    # an altered entry is deleted and the job runs again (a JSON record with a hash: nothing is unpickled)
+    rows = store / "cache" / "rows"
+    for f in rows.glob("*.json"):
+        doc = json.loads(f.read_text())
+        if doc["row"]["target"] == "openvino-cpu":
+            doc["row"]["status"] = "mismatch"
+            f.write_text(json.dumps(doc))
+    again = _sweep(models, ["openvino-cpu"], store, LocalExecutor(2), db="warm.sqlite")
+    assert again.stored == 0 and again.jobs_run == 3
+    assert {r.status for r in again.rows.values()} == {"ok"}
+    assert _sweep(models, ["openvino-cpu"], store, LocalExecutor(2), db="warm.sqlite").stored == 3  # stored again
+    # latency is never stored: a stored ok row is timed again
+    timed = _sweep(models[:1], ["ort-cpu"], store, LocalExecutor(1), db="warm.sqlite", latency=FAST)
+    row = timed.rows[(models[0], "ort-cpu")]
+    assert timed.stored == 1 and timed.jobs_run == 1 and row.latency_ms is not None and row.latency_ms["runs"] >= 3
+
+
 class _Events:
     """A sweep progress display that keeps the order of what happened."""
 
@@ -154,7 +192,8 @@ def test_the_next_model_is_prepared_while_jobs_run(models: list[str], tmp_path: 
 
 def test_ray_matches_local(models: list[str], store: Path, local_sweep, ray_executor) -> None:
     local = local_sweep
-    ray = _sweep(models, TARGETS, store, ray_executor)  # latency off: the statuses and numerics are compared
+    # latency off: the statuses and numerics are compared; every job runs (the local sweep's rows are stored)
+    ray = _sweep(models, TARGETS, store, ray_executor, cache_results=False)
     assert {k: r.status for k, r in ray.rows.items()} == {k: r.status for k, r in local.rows.items()}
     assert len(ray.rows) == 9 and {r.status for r in ray.rows.values()} == {"ok"}
     for key, r in ray.rows.items():
@@ -166,7 +205,7 @@ def test_ray_matches_local(models: list[str], store: Path, local_sweep, ray_exec
 
 def test_ray_crash_and_hang_cost_their_rows(models: list[str], store: Path, ray_executor) -> None:
     sweep = _sweep(models[:1], ["ort-cpu", "crash-segfault", "crash-hang"], store, ray_executor, latency=FAST,
-                   timeout=3.0, memory_mb=default_memory_mb())  # the CLI's default limit schedules on Ray
+                   timeout=3.0, memory_mb=default_memory_mb(), cache_results=False)  # the CLI's default limit schedules on Ray
     by = {t: r for (_, t), r in sweep.rows.items()}
     assert by["crash-segfault"].status == "crashed" and "SIGSEGV" in by["crash-segfault"].error
     assert by["crash-segfault"].stage == "run"
@@ -236,6 +275,8 @@ def test_cli_sweep_tier_and_dashboard_file(tmp_path: Path, isolated_env: Path) -
     assert p.returncode == 2 and "a folder; give the FILE.html" in p.stderr and "zoo:mlp" not in p.stderr
     p = run_cli("sweep", "--last", "--tier", "real")
     assert p.returncode == 2 and "give no models or --tier" in p.stderr
+    p = run_cli("sweep", "--last", "--no-cache-results")
+    assert p.returncode == 2 and "--no-cache-results applies to running a sweep" in p.stderr
 
 
 def test_sweep_rows_are_judged_as_compare_judges_them(tmp_path: Path, isolated_env: Path) -> None:

@@ -34,6 +34,8 @@ class SweepFlags:
         bundle_faults: write an explain bundle for each ``stack`` fault under this folder
             (:func:`compstack.sweep._bundles.bundle_sweep_faults`), or None.
         cache_max_size: ``--cache-max-size`` as given (``40G``), or None.
+        cache_results: False with ``--no-cache-results``: run every job, even one whose
+            judged row the store holds (:mod:`compstack.sweep._rowstore`).
     """
 
     baseline: str | None = None
@@ -47,6 +49,7 @@ class SweepFlags:
     out: str | None = None
     bundle_faults: str | None = None
     cache_max_size: str | None = None
+    cache_results: bool = True
 
 
 def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: ModelFlags,
@@ -76,7 +79,8 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
         if models or flags.tier:
             raise UserError(f"sweep {used}: give no models or --tier (it shows the newest stored sweep)")
         for flag, value in (("--resume", flags.resume), ("--cache-max-size", flags.cache_max_size),
-                            ("--bundle-faults", flags.bundle_faults), ("--jobs", flags.n_jobs)):
+                            ("--bundle-faults", flags.bundle_faults), ("--jobs", flags.n_jobs),
+                            ("--no-cache-results", not flags.cache_results)):
             if value:
                 raise UserError(f"sweep {used}: {flag} applies to running a sweep, not to showing a stored one")
         db = ResultsDB(cfg.db, cfg.db_busy_timeout_s)
@@ -110,7 +114,7 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
 
     try:
         with SweepProgress() as progress:  # stderr, also under --json
-            result = run_sweep(SweepOptions(specs, options, baseline, flags.resume, cap), cfg, executor, progress)
+            result = run_sweep(SweepOptions(specs, options, baseline, flags.resume, cap, flags.cache_results), cfg, executor, progress)
     finally:
         executor.close()
     summary = summarize(result)
@@ -202,11 +206,15 @@ def _executor(flags: SweepFlags) -> Any:
               help="Keep the store under SIZE (40G, 500M) as the sweep goes: after each model's last row, "
                    "delete the least recently used models, zoo exports and artifacts (cache prune --max-size). "
                    "Needs --no-latency.")
+@click.option("--cache-results/--no-cache-results", default=True, show_default=True,
+              help="Read a job's judged row from the store when an earlier sweep judged the same model, inputs, "
+                   "target, options, versions and reference on this host with this compstack (as Bazel caches "
+                   "test results); latency is always measured again. --no-cache-results runs every job.")
 @model_options
 @run_options
 def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, executor: str, ray_address: str | None,
           n_jobs: int | None, resume: bool, last: bool, matrix: bool, tier: str | None, out: str | None,
-          bundle_faults: str | None, cache_max_size: str | None, model_flags: ModelFlags, run_flags: RunFlags) -> None:
+          bundle_faults: str | None, cache_max_size: str | None, cache_results: bool, model_flags: ModelFlags, run_flags: RunFlags) -> None:
     """Run every MODEL (zoo:NAME, zoo:*, file.onnx, a folder of .onnx, @list.txt) on every target.
 
     Exit status: 0 when every row is ok, unsupported or unavailable; 1 otherwise; 2 on bad input.
@@ -219,7 +227,7 @@ def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, exec
         compstack sweep --last --matrix
     """
     flags = SweepFlags(baseline, executor, ray_address, n_jobs, resume, last, matrix, tier, out, bundle_faults,
-                       cache_max_size)
+                       cache_max_size, cache_results)
     summary = cli_sweep(list(models), targets_spec, flags, model_flags, run_flags)
     if run_flags.as_json:
         click.echo(json.dumps(summary, indent=1, default=str))

@@ -17,7 +17,7 @@ models          ``models/<fingerprint>[.form]/``  a canonical model handed to wo
 zoo             ``zoo/<name>-<key>/``             an exported zoo model and its inputs
 cases           ``conformance/onnx-<v>/``         the ONNX node-test cases (``cases.bin``)
 ops             ``ops/<key>/``                    the custom-op kernel library (CMake build)
-roofline        ``roofline/<host>.json``          this host's measured peaks
+roofline, rows  ``roofline/<h>.json``, ``rows/``  this host's measured peaks; a sweep's judged rows
 tvm-tuning      ``tvm-tuning/<key>/``             MetaSchedule tuning records (in place)
 xla, inductor   ``xla/<key>/``, ``inductor/<k>/`` compiled programs of those stacks
 envs, oracle    ``envs/``, ``oracle/<key>/``      release venvs; a reference's outputs, floor, UB
@@ -95,7 +95,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("xla", "jax-cache", 1, False, "JAX's persistent compilation cache (sealed <key>/ folders)"),
     Kind("inductor", "inductor-cache", 1, False, "Inductor's FX graph / AOTAutograd caches (sealed <key>/ folders)"),
     Kind("envs", "envs", 1, False, "stack release venvs (<stack>-<version>-py<v>/, compstack.core.envs)"),
-    Kind("oracle", "oracle", 1, False, "reference outputs, noise floors, UB findings (compstack.run.oracle_cache)"))}
+    Kind("oracle", "oracle", 1, False, "reference outputs, noise floors, UB findings (compstack.run.oracle_cache)"),
+    Kind("rows", "rows", 1, True, "a sweep's judged rows (compstack.sweep._rowstore)"))}
 
 _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
@@ -152,8 +153,7 @@ def cache_key(fingerprint: str, target: str, options: Mapping[str, Any], version
     """Key of one compiled artifact or stage-text entry: :func:`key` over the model's
     fingerprint, the target, its options and this host (:func:`host_id`), with the
     stack's ``versions`` (24 hex digits)."""
-    return key("artifacts", {"fp": fingerprint, "target": target, "options": dict(options), "host": host_id()},
-               versions)
+    return key("artifacts", {"fp": fingerprint, "target": target, "options": dict(options), "host": host_id()}, versions)
 
 
 @dataclass(frozen=True)

@@ -35,16 +35,12 @@ from compstack.core.results import Report, Result, ResultsDB
 from compstack.run import session as S
 from compstack.run.faults import set_fault
 from compstack.run.jobs import Job, JobOutcome, pack_sets
-from compstack.run.oracle_cache import OracleCache
+from compstack.run.oracle_cache import OracleCache, inputs_digest
 from compstack.run.refchoice import fall_back
 from compstack.run.runner import Limits
-from compstack.sweep._probe import probe_versions
+from compstack.sweep._rowstore import DETERMINISTIC, Reuse, RowStore
 
 __all__ = ["DETERMINISTIC", "Executor", "JobKey", "Sweep", "SweepOptions", "run_sweep"]
-
-#: Statuses ``--resume`` keeps: the same job would end the same way. ``crashed``,
-#: ``timeout`` and ``oom`` are run again.
-DETERMINISTIC = ("ok", "mismatch", "unsupported", "failed", "unavailable", "reference-suspect", "undefined")
 
 #: (model index, target name; ``""`` for the model's reference).
 JobKey = tuple[int, str]
@@ -85,6 +81,8 @@ class SweepOptions:
             exports and artifacts, least recently used first, to at most this many bytes
             (``--cache-max-size``; None: no bound). A real tier's store is several times
             its weights per stack (the whole tier: over 150 GB).
+        cache_results: read and write judged rows in the store (``--no-cache-results``:
+            run every job; :mod:`compstack.sweep._rowstore`).
     """
 
     models: list[str]
@@ -92,6 +90,7 @@ class SweepOptions:
     baseline: str = field(default_factory=lambda: registry.role_target("baseline")[0])
     resume: bool = False
     cache_max_bytes: int | None = None
+    cache_results: bool = True
 
 
 @dataclass
@@ -115,6 +114,8 @@ class _Model:
     oracle: Any = None  # the float64 reference's CheckedOracle (noise floor, UB rules, second opinion)
     waiting: dict[str, JobOutcome] = field(default_factory=dict)  # target outcomes waiting for the reference
     cache: Any = None  # the oracle's store entries (compstack.run.oracle_cache.OracleCache)
+    row_keys: dict[str, str | None] = field(default_factory=dict)  # target -> its stored row's key
+    digest: str = ""  # SHA-256 of input set 0, the one the rows judge (the latency sets are not)
 
 
 @dataclass
@@ -131,6 +132,7 @@ class Sweep:
     phases: dict[str, float] = field(default_factory=dict)
     jobs_run: int = 0
     resumed: int = 0
+    stored: int = 0
     job_times: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     status: str = "done"
@@ -154,11 +156,17 @@ class _Runner:
         self.rows: dict[tuple[str, str], Result] = {}
         self.pending_latency: dict[JobKey, tuple[Result, Job]] = {}
         self.jobs_run = 0
-        self.resumed = 0
+        self.resumed = self.stored = 0
         self.pruned = 0
         self.job_times: dict[str, float] = {}
         self._started: dict[JobKey, float] = {}
-        self._versions: dict[str, str] = {}
+        from compstack.core.threads import default_threads
+
+        c = self.copts
+        rows = RowStore(settings.cache_dir if c.cache and options.cache_results else None, {
+            "rtol": c.rtol, "atol": c.atol, "threads": default_threads() if c.threads is None else c.threads,
+            "memory_mb": c.limits.memory_mb, "tuned": dict(c.tuned), "budget_s": c.tuned_budget_s})
+        self.reuse = Reuse(self.db, options.resume, c.targets, rows)
 
     # ---- preparation ---------------------------------------------------------------
     def prepare(self, spec: str, index: int) -> _Model:
@@ -193,7 +201,7 @@ class _Runner:
         m.expected = {str(v.name): v.dtype.numpy() for v in source.model.graph.outputs if v.dtype is not None}
         inputs_path = work / "inputs.npz"
         save_npz(inputs_path, pack_sets(sets))
-        m.feeds = dict(sets[0])
+        m.feeds, m.digest = dict(sets[0]), inputs_digest(sets[:1])
         m.common = S.job_fields(m.stack, canonical, inputs_path, self.cfg, self.copts, source)
         m.cache = OracleCache.for_model(self.cfg.cache_dir if self.copts.cache else None, m.stack.fingerprint, sets,
                                         *m.ref, source.model, m.common["op_origins"])
@@ -203,42 +211,6 @@ class _Runner:
         lat = vars(self.copts.latency) if latency and self.copts.latency else None
         return Job(target=name, target_ref=S._ref_of(name), workdir=str(m.work / (tag or name or "ref")),
                    options=dict(opts), latency=lat, **m.common)
-
-    # ---- resume --------------------------------------------------------------------
-    def _current_versions(self, name: str) -> str:
-        """The versions ``name``'s worker would report (JSON), or ``"?"``: read in a probe
-        process (:func:`compstack.sweep._probe.probe_versions`), never by importing the stacks here."""
-        if name not in self._versions:
-            try:
-                if "@" in name:  # a release: the versions its env reported when it was built
-                    from compstack.run.releases import env_versions
-
-                    self._versions[name] = json.dumps(env_versions(name))
-                else:
-                    plain = [t for t in self.copts.targets if "@" not in t]
-                    found = probe_versions({t: S._ref_of(t) for t in plain if t not in self._versions})
-                    self._versions.update({t: json.dumps(v) if v is not None else "?" for t, v in found.items()})
-            except Exception:  # noqa: BLE001 - a target that does not load here runs (and says why)
-                pass
-            self._versions.setdefault(name, "?")
-        return self._versions[name]
-
-    def earlier(self, m: _Model, name: str, opts: Mapping[str, str]) -> tuple[Result, int] | None:
-        """The newest row of this (fingerprint, target, options, versions) that ended
-        deterministically, or None."""
-        if not self.o.resume or self.db.conn is None or not m.report.model.get("fingerprint"):
-            return None
-        cur = self.db.conn.execute(
-            "SELECT * FROM results WHERE fingerprint = ? AND target = ? AND options_json = ? "
-            "AND versions_json = ? ORDER BY id DESC LIMIT 1",
-            (m.report.model["fingerprint"], name, json.dumps(dict(opts)), self._current_versions(name)))
-        row = cur.fetchone()
-        if row is None:
-            return None
-        d = dict(zip([c[0] for c in cur.description], row))
-        if d["status"] not in DETERMINISTIC:
-            return None
-        return _row_to_result(d), int(d["id"])
 
     # ---- results -------------------------------------------------------------------
     def record(self, m: _Model, result: Result, resumed_from: int | None = None) -> None:
@@ -276,6 +248,12 @@ class _Runner:
         if m.left <= 0:  # every target compared: a real model's float64 outputs are large (GPT-2 logits 51 MB),
             m.ref_outputs, m.oracle = None, None  # and the oracle's float32/float64 intermediates larger
             self.bound_store()
+        if result.status in DETERMINISTIC and not m.ref_note:  # judged by the model's own reference
+            self.reuse.rows.put(m.row_keys.get(name), result, self.sweep_id)
+        self.later(m, name, opts, result)
+
+    def later(self, m: _Model, name: str, opts: Mapping[str, str], result: Result) -> None:
+        """Record a judged row now, or, when it is ``ok`` and latency is on, after its timing."""
         if result.status == "ok" and self.copts.latency is not None:
             self.pending_latency[(m.index, name)] = (result, self.job(m, name, opts, True, tag=f"{name}.latency"))
             return
@@ -383,19 +361,6 @@ def _dir_job(folder: Path) -> Any:
     return _J()
 
 
-def _row_to_result(d: Mapping[str, Any]) -> Result:
-    lat = json.loads(d.get("latency_json") or "{}")
-    return Result(target=d["target"], status=d["status"], stage=d.get("stage") or "", error=d.get("error") or "",
-                  compile_s=d.get("compile_s"), latency_ms=lat if lat and "error" not in lat else None,
-                  outputs=json.loads(d.get("outputs_json") or "[]"),
-                  versions=json.loads(d.get("versions_json") or "{}"),
-                  flags=json.loads(d.get("flags_json") or "{}"), cached=bool(d.get("cached")),
-                  notes=[f"resumed: row {d['id']} of run {d['run_id']} (not run again)"],
-                  latency_error=(lat.get("error", "") if lat else ""), fault=d.get("fault") or "",
-                  fault_reason=d.get("fault_reason") or "", peak_rss_compile_mb=d.get("peak_rss_compile_mb"),
-                  peak_rss_run_mb=d.get("peak_rss_run_mb"))
-
-
 def run_sweep(options: SweepOptions, settings: Settings, executor: Executor, progress: Any = None) -> Sweep:
     """Run the sweep (see the module docstring) and return it; every row is already in
     the database, tagged with the sweep's id, and the ``sweeps`` table has its entry.
@@ -422,7 +387,7 @@ def run_sweep(options: SweepOptions, settings: Settings, executor: Executor, pro
             new = next(plan, None)
             prepare_s += time.monotonic() - t
             if new is not None and progress is not None:
-                progress.more(len(new), f"jobs ({r.resumed} resumed)")
+                progress.more(len(new), f"jobs ({r.resumed} resumed, {r.stored} stored)")
             return new
 
         if progress is not None:
@@ -451,7 +416,7 @@ def run_sweep(options: SweepOptions, settings: Settings, executor: Executor, pro
         sweep.wall_s = time.monotonic() - t0
         sweep.models = [m.report.model for m in r.models]
         sweep.executor = executor.describe()
-        sweep.jobs_run, sweep.resumed, sweep.job_times = r.jobs_run, r.resumed, r.job_times
+        sweep.jobs_run, sweep.resumed, sweep.stored, sweep.job_times = r.jobs_run, r.resumed, r.stored, r.job_times
         sweep.warnings = [w for w in {r.db.warning} if w]
         from compstack.sweep._matrix import summarize
 
@@ -480,10 +445,15 @@ def _plan(r: _Runner, options: SweepOptions) -> Iterator[list[tuple[JobKey, Job]
                 r.record(m, set_fault(Result(target=name, status="failed", error=m.report.model["import_error"],
                                              stage=m.report.model.get("import_stage", "import"))))
                 continue
-            earlier = r.earlier(m, name, opts)
+            earlier = r.reuse.earlier(m.report.model.get("fingerprint", ""), name, opts)
             if earlier is not None:
                 r.resumed += 1
                 r.record(m, earlier[0], resumed_from=earlier[1])
+                continue
+            stored, m.row_keys[name] = r.reuse.stored(m.stack, m.digest, m.common, name, opts, m.ref)
+            if stored is not None:
+                r.stored += 1
+                r.later(m, name, opts, stored)
                 continue
             early = S._needs_common_ir(m.source, name, opts)
             if early is not None:

@@ -23,8 +23,9 @@ def summary_from_rows(models: list[str], targets: list[str], baseline: str,
     """The summary of ``rows`` (``(model, target) -> {status, stage, latency_ms, error}``).
 
     Returns:
-        ``matrix``: per model, per target ``{status, stage, latency_ms, speedup, resumed}``
-        (``resumed``: the row was reused from an earlier sweep by ``--resume``) where
+        ``matrix``: per model, per target ``{status, stage, latency_ms, speedup, resumed, stored}``
+        (``resumed``: the row was reused from an earlier sweep by ``--resume``; ``stored``:
+        read from the store, :mod:`compstack.sweep._rowstore`) where
         ``speedup`` = baseline median latency / this target's (above 1: faster than the
         baseline; None unless both are ``ok`` with a latency); ``geomean_speedup``: per
         target, the geometric mean of its speedups and the number of models it covers;
@@ -49,7 +50,7 @@ def summary_from_rows(models: list[str], targets: list[str], baseline: str,
                 speedups[t].append(speed)
             cells[t] = {"status": row["status"], "stage": row.get("stage") or "", "latency_ms": ms,
                         "speedup": speed, "error": (row.get("error") or "")[:200],
-                        "resumed": bool(row.get("resumed"))}
+                        "resumed": bool(row.get("resumed")), "stored": bool(row.get("stored"))}
             counts[t]["status"][row["status"]] += 1
             if row["status"] != "ok":
                 counts[t]["stage"][f"{row['status']}@{row.get('stage') or '-'}"] += 1
@@ -65,11 +66,12 @@ def summarize(sweep: Any) -> dict[str, Any]:
     """:func:`summary_from_rows` of a :class:`compstack.sweep.Sweep`, plus how it ran."""
     specs = [m.get("spec", m.get("name")) for m in sweep.models]
     rows = {k: {"status": r.status, "stage": r.stage, "latency_ms": r.latency_ms, "error": r.error,
-                "resumed": any(n.startswith("resumed: row ") for n in r.notes)} for k, r in sweep.rows.items()}
+                "resumed": any(n.startswith("resumed: row ") for n in r.notes),
+                "stored": "stored_row" in r.flags} for k, r in sweep.rows.items()}
     out = summary_from_rows(specs, sweep.targets, sweep.baseline, rows)
     refs = sum(1 for k in sweep.job_times if k.split("|")[1:2] == ["reference"])
-    if sweep.jobs_run == 0 and sweep.resumed:
-        scheduling = "nothing run: every row was reused by --resume"
+    if sweep.jobs_run == 0 and (sweep.resumed or sweep.stored):
+        scheduling = "nothing run: every row was reused (--resume) or read from the store"
     elif "latency_s" in sweep.phases:
         scheduling = ("two phases: every job compiled and run with latency off, as many at a time as the "
                       "executor has slots; then latency measured one job at a time per node")
@@ -80,13 +82,15 @@ def summarize(sweep: Any) -> dict[str, Any]:
         job_s[k.split("|")[1]] = job_s.get(k.split("|")[1], 0.0) + t
     out.update(sweep_id=sweep.sweep_id, status=sweep.status, executor=sweep.executor, wall_s=sweep.wall_s,
                phases=sweep.phases, jobs_run=sweep.jobs_run, reference_jobs=refs, resumed=sweep.resumed,
+               stored=sweep.stored,
                scheduling=scheduling, job_s={k: round(v, 2) for k, v in sorted(job_s.items())},
                warnings=sweep.warnings)
     return out
 
 
 def _cell(c: Mapping[str, Any], baseline: bool) -> str:
-    return _status_cell(c, baseline) + (" [dim]*[/]" if c.get("resumed") else "")
+    return _status_cell(c, baseline) + (" [dim]*[/]" if c.get("resumed") else "") + (
+        " [dim]s[/]" if c.get("stored") else "")
 
 
 def _status_cell(c: Mapping[str, Any], baseline: bool) -> str:
@@ -123,6 +127,9 @@ def print_summary(summary: Mapping[str, Any], console: Any = None) -> None:
     console.print(table)
     if any(c.get("resumed") for cells in summary["matrix"].values() for c in cells.values()):
         console.print("  [dim]*[/] reused by --resume from an earlier sweep's row (not run again)", highlight=False)
+    if any(c.get("stored") for cells in summary["matrix"].values() for c in cells.values()):
+        console.print("  [dim]s[/] read from the store: an earlier sweep judged this job (not run again; "
+                      "--no-cache-results runs it)", highlight=False)
     for t, c in summary["counts"].items():
         status = ", ".join(f"{k} {v}" for k, v in sorted(c["status"].items()))
         stage = ", ".join(f"{k} {v}" for k, v in sorted(c["stage"].items()))
@@ -132,6 +139,7 @@ def print_summary(summary: Mapping[str, Any], console: Any = None) -> None:
         refs = summary.get("reference_jobs")
         of = f" ({refs} of them the models' float64 reference)" if refs else ""
         console.print(f"  {summary.get('jobs_run', 0)} jobs run{of}, {summary.get('resumed', 0)} resumed, "
+                      f"{summary.get('stored', 0)} read from the store, "
                       f"{summary['wall_s']:.1f} s on {ex.get('name', '?')} ({ex.get('slots', '?')} slots)",
                       highlight=False)
         if summary.get("scheduling"):
@@ -158,11 +166,13 @@ def summary_of_db(db: Any, sweep_id: str | None = None) -> dict[str, Any]:
         rows[(row["model_name"], row["target"])] = {"status": row["status"], "stage": row["stage"],
                                                     "latency_ms": lat if "median" in lat else None,
                                                     "error": row["error"],
-                                                    "resumed": row.get("resumed_from") is not None}
+                                                    "resumed": row.get("resumed_from") is not None,
+                                                    "stored": '"stored_row"' in (row.get("flags_json") or "")}
     stored = json.loads(entry.get("summary_json") or "{}")
     models = json.loads(entry.get("models_json") or "[]")
     out = summary_from_rows(models, json.loads(entry["targets_json"]), entry["baseline"], rows)
-    out.update({k: stored[k] for k in ("executor", "wall_s", "jobs_run", "reference_jobs", "resumed", "scheduling")
+    out.update({k: stored[k] for k in ("executor", "wall_s", "jobs_run", "reference_jobs", "resumed", "stored",
+                                                      "scheduling")
                 if k in stored})
     out.update(sweep_id=entry["sweep_id"], status=entry["status"])
     return out

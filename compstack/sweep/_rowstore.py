@@ -1,0 +1,218 @@
+"""A sweep's judged rows in the store (kind ``rows``): a warm sweep does not run a job whose
+row an earlier sweep already judged on the same inputs.
+
+This is Bazel's test-result cache (``--cache_test_results``) for compstack's rows: a job
+whose every input is unchanged ends the same way, so its row is read back and marked, not
+run again. What keys an entry (:func:`compstack.core.store.key`):
+
+* the fingerprint of the model the stacks got and a SHA-256 of the input set the row judges
+  (set 0; the extra sets latency runs on are not part of the verdict);
+* the target, its options, and the versions its worker reports (the probe of ``--resume``);
+  a target whose versions cannot be read is never stored;
+* the reference target and its options; the tolerances, threads, ``--tuned`` and the job
+  limits; this host's CPU (:func:`compstack.core.store.host_id`);
+* a hash of every source file of compstack (:func:`code_digest`): a checkout edited
+  without a new version starts new entries, since the judge, the translations or a
+  target's glue may have changed.
+
+Only rows that end the same way when run again are stored (the statuses ``--resume``
+keeps, :data:`DETERMINISTIC`), and only when the model's own reference
+judged them (not a fallback after the reference failed). A row read back says so in a note
+and in ``flags["stored_row"]`` (the sweep and time that judged it); its ``compile_s`` and
+peak memory are the ones measured then. Latency is never stored: with latency on, a stored
+``ok`` row is timed again. ``--no-cache``, ``--no-cache-results`` (run every job) and
+``--shared-store`` (a verdict another user wrote is never taken) turn it off; models with
+registered custom ops, whose Python references can change without a new fingerprint, are
+never stored. Entries are JSON records verified by their hash (:meth:`Store.read_record`),
+never pickles.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from compstack.core.results import Result
+
+#: Statuses ``--resume`` keeps and a stored row may have: the same job would end the same
+#: way. ``crashed``, ``timeout`` and ``oom`` are run again.
+DETERMINISTIC = ("ok", "mismatch", "unsupported", "failed", "unavailable", "reference-suspect", "undefined")
+
+__all__ = ["DETERMINISTIC", "Reuse", "RowStore", "code_digest", "row_to_result"]
+
+#: Result fields a stored row keeps (latency is measured again; the log is the job's own).
+_KEPT = tuple(f.name for f in fields(Result) if f.name not in ("latency_ms", "latency_error", "log"))
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """SHA-256 (16 hex digits) over the path and bytes of every ``.py`` file of the
+    installed compstack package, in path order."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def row_to_result(d: Mapping[str, Any]) -> Result:
+    """A results-database row (``results`` table, as a dict) as the :class:`Result` that
+    ``--resume`` reuses, noted as not run again."""
+    lat = json.loads(d.get("latency_json") or "{}")
+    return Result(target=d["target"], status=d["status"], stage=d.get("stage") or "", error=d.get("error") or "",
+                  compile_s=d.get("compile_s"), latency_ms=lat if lat and "error" not in lat else None,
+                  outputs=json.loads(d.get("outputs_json") or "[]"),
+                  versions=json.loads(d.get("versions_json") or "{}"),
+                  flags=json.loads(d.get("flags_json") or "{}"), cached=bool(d.get("cached")),
+                  notes=[f"resumed: row {d['id']} of run {d['run_id']} (not run again)"],
+                  latency_error=(lat.get("error", "") if lat else ""), fault=d.get("fault") or "",
+                  fault_reason=d.get("fault_reason") or "", peak_rss_compile_mb=d.get("peak_rss_compile_mb"),
+                  peak_rss_run_mb=d.get("peak_rss_run_mb"))
+
+
+class RowStore:
+    """The stored rows of one sweep's models.
+
+    Args:
+        cache_dir: the store root; None turns it off (``--no-cache``, ``--no-cache-results``).
+        common: the parts every key of this sweep shares (reference excluded): tolerances,
+            threads, limits, ``--tuned`` (JSON-able).
+    """
+
+    def __init__(self, cache_dir: str | Path | None, common: Mapping[str, Any]) -> None:
+        self.store = None
+        if cache_dir is not None:
+            from compstack.core.store import open_store
+
+            store = open_store(cache_dir)
+            self.store = None if store.shared else store  # never a verdict another user wrote
+        self.common = dict(common)
+
+    def key(self, fingerprint: str, digest: str, target: str, options: Mapping[str, str], versions: str,
+            reference: tuple[str, Mapping[str, str]]) -> str | None:
+        """The key of one row, or None when it may not be stored (no store, no
+        fingerprint, or ``versions`` unknown: ``"?"``)."""
+        if self.store is None or not fingerprint or not digest or versions in ("", "?"):
+            return None
+        from compstack.core.store import host_id, key
+
+        parts = {"fp": fingerprint, "inputs": digest, "target": target, "options": dict(options),
+                 "reference": [reference[0], dict(reference[1])], "host": host_id(), **self.common}
+        return key("rows", parts, {"stack": versions, "compstack-code": code_digest()})
+
+    def get(self, k: str | None) -> Result | None:
+        """The row stored under ``k``, marked as read back, or None on a miss (an entry
+        that is altered or does not hold a row is deleted and reported once)."""
+        if k is None or self.store is None:
+            return None
+        from compstack.core.ownership import report_once
+
+        try:
+            data, why = self.store.read_record("rows", k)
+        except OSError:
+            return None
+        if why:
+            report_once(why)
+        if data is None:
+            return None
+        row = data.get("row")
+        if not isinstance(row, dict) or not isinstance(row.get("target"), str) or set(row) - set(_KEPT) \
+                or row.get("status") not in DETERMINISTIC:
+            report_once(f"stored row {k} does not hold a row; rebuilt")
+            self.store.evict("rows", k)
+            return None
+        try:
+            result = Result(**row)
+        except TypeError:
+            return None
+        sweep, at = str(data.get("sweep", "?")), float(data.get("at", 0) or 0)
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(at))
+        result.flags = {**result.flags, "stored_row": {"sweep": sweep, "at": at}}
+        note = f"stored: judged by sweep {sweep} at {when}; not run again (--no-cache-results runs it)"
+        result.notes = [*result.notes, note]
+        return result
+
+    def put(self, k: str | None, result: Result, sweep_id: str) -> None:
+        """Store ``result`` (its numerics row: no latency, no log) under ``k``; a full
+        disk or a read-only store only skips it."""
+        if k is None or self.store is None:
+            return
+        row = {name: getattr(result, name) for name in _KEPT}
+        row["notes"] = [n for n in result.notes if not n.startswith(("stored: ", "resumed: "))]
+        try:
+            self.store.write_record("rows", k, {"row": json.loads(json.dumps(row, default=str)),
+                                                "sweep": sweep_id, "at": time.time()})
+        except (OSError, ValueError):
+            pass
+
+
+class Reuse:
+    """The rows a sweep does not run again: an earlier row of its database (``--resume``)
+    or a row the store holds (:class:`RowStore`).
+
+    Args:
+        db: the sweep's :class:`~compstack.core.results.ResultsDB`.
+        resume: ``--resume``.
+        targets: the sweep's targets (their versions are probed together, once).
+        rows: the stored rows (off: a :class:`RowStore` without a store).
+    """
+
+    def __init__(self, db: Any, resume: bool, targets: list[str], rows: RowStore) -> None:
+        self.db, self.resume, self.targets, self.rows = db, resume, list(targets), rows
+        self._versions: dict[str, str] = {}
+
+    def versions(self, name: str) -> str:
+        """The versions ``name``'s worker would report (JSON), or ``"?"``: read in a probe
+        process (:func:`compstack.sweep._probe.probe_versions`), never by importing the stacks here."""
+        if name not in self._versions:
+            from compstack.run.session import _ref_of
+            from compstack.sweep._probe import probe_versions
+
+            try:
+                if "@" in name:  # a release: the versions its env reported when it was built
+                    from compstack.run.releases import env_versions
+
+                    self._versions[name] = json.dumps(env_versions(name))
+                else:
+                    plain = [t for t in self.targets if "@" not in t]
+                    found = probe_versions({t: _ref_of(t) for t in plain if t not in self._versions})
+                    self._versions.update({t: json.dumps(v) if v is not None else "?" for t, v in found.items()})
+            except Exception:  # noqa: BLE001 - a target that does not load here runs (and says why)
+                pass
+            self._versions.setdefault(name, "?")
+        return self._versions[name]
+
+    def earlier(self, fingerprint: str, name: str, opts: Mapping[str, str]) -> tuple[Result, int] | None:
+        """With ``--resume``: the newest row of this (fingerprint, target, options,
+        versions) in the database that ended deterministically, and its id; else None."""
+        if not self.resume or self.db.conn is None or not fingerprint:
+            return None
+        cur = self.db.conn.execute(
+            "SELECT * FROM results WHERE fingerprint = ? AND target = ? AND options_json = ? "
+            "AND versions_json = ? ORDER BY id DESC LIMIT 1",
+            (fingerprint, name, json.dumps(dict(opts)), self.versions(name)))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        d = dict(zip([c[0] for c in cur.description], row))
+        if d["status"] not in DETERMINISTIC:
+            return None
+        return row_to_result(d), int(d["id"])
+
+    def stored(self, stack: Any, digest: str, common: Mapping[str, Any], name: str, opts: Mapping[str, str],
+               reference: tuple[str, Mapping[str, str]]) -> tuple[Result | None, str | None]:
+        """``(the stored row, None)`` on a hit; ``(None, key)`` on a miss, ``key`` being
+        where the job's row is to be stored (None: never). ``stack``: the model's
+        :class:`~compstack.run.session.StackModel`; ``digest``: SHA-256 of the input set
+        the row judges (:func:`compstack.run.oracle_cache.inputs_digest` of set 0); ``common``:
+        the job fields (custom-op models are never stored)."""
+        if self.rows.store is None or stack is None or common.get("op_origins"):
+            return None, None
+        k = self.rows.key(stack.fingerprint, digest, name, opts, self.versions(name), reference)
+        hit = self.rows.get(k)
+        return (hit, None) if hit is not None else (None, k)

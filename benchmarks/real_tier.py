@@ -13,9 +13,12 @@ from the results database and prints, per target:
   kernel's high-water mark of the job's process, MiB): median and max.
 
 Cold means an empty cache folder (every model built and exported, every artifact compiled);
-warm runs the same sweep again on that cache with a new database (nothing resumed: every
-row is a store hit or an XLA/Inductor compile). ``--resume`` makes a killed cold run go on
-where it stopped: run the same command again with the same ``--work`` folder.
+warm runs the same sweep again on that cache with a new database (nothing resumed): every
+row the cold run judged is read back from the store (``stored``,
+:mod:`compstack.sweep._rowstore`). A second warm run with ``--no-cache-results`` runs every
+job again on the stored exports, reference outputs and artifacts (XLA, Inductor and
+TorchScript's native path trace and compile again). ``--resume`` makes a killed cold run go
+on where it stopped: run the same command again with the same ``--work`` folder.
 
 Usage:
     python3 benchmarks/real_tier.py                                 # the whole tier x every CPU stack
@@ -41,22 +44,22 @@ from typing import Any
 
 
 def _sweep(models: list[str], targets: str, cache: Path, db: Path, timeout: float,
-           cap: str = "") -> tuple[float, int, str, dict[str, float]]:
+           cap: str = "", extra: tuple[str, ...] = ()) -> tuple[float, int, str, dict[str, float], int]:
     """Run the sweep; returns (wall seconds, exit status, sweep id, job seconds per target
-    and ``reference``: the sweep summary's ``job_s``)."""
+    and ``reference``: the sweep summary's ``job_s``, rows read from the store)."""
     argv = [sys.executable, "-m", "compstack.cli", "sweep", *models, "--targets", targets, "--no-latency",
             "--resume", "--db", str(db), "--timeout", str(timeout), "--json",
-            *(["--cache-max-size", cap] if cap else [])]
+            *(["--cache-max-size", cap] if cap else []), *extra]
     env = {**os.environ, "COMPSTACK_CACHE_DIR": str(cache)}
     t0 = time.monotonic()
     proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env=env)  # stderr: the progress lines
     wall = time.monotonic() - t0
     try:
         summary = json.loads(proc.stdout)
-        sweep_id, job_s = summary["sweep_id"], summary.get("job_s", {})
+        sweep_id, job_s, stored = summary["sweep_id"], summary.get("job_s", {}), int(summary.get("stored", 0))
     except (ValueError, KeyError):
-        sweep_id, job_s = "", {}
-    return wall, proc.returncode, sweep_id, job_s
+        sweep_id, job_s, stored = "", {}, 0
+    return wall, proc.returncode, sweep_id, job_s, stored
 
 
 def _rows(db: Path, sweep_id: str) -> list[dict[str, Any]]:
@@ -119,8 +122,8 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     cache = work / "cache"
     print(f"real tier: {len(models)} models x {args.targets}; work folder {work}", file=sys.stderr, flush=True)
-    cold_s, cold_rc, cold_id, cold_jobs = _sweep(models, args.targets, cache, work / "cold.sqlite", args.timeout,
-                                      args.cache_max_size)
+    cold_s, cold_rc, cold_id, cold_jobs, _ = _sweep(models, args.targets, cache, work / "cold.sqlite", args.timeout,
+                                                    args.cache_max_size)
     result: dict[str, Any] = {"models": len(models), "targets": args.targets, "cold_s": cold_s,
                               "cold_exit": cold_rc, "load_after_cold": os.getloadavg(), "cpus": os.cpu_count(),
                               "cold_job_s": cold_jobs}
@@ -128,20 +131,26 @@ def main() -> int:
         result["per_target"] = summarize(_rows(work / "cold.sqlite", cold_id))
     if not args.no_warm:
         warm_db = work / f"warm-{int(time.time())}.sqlite"
-        result["warm_s"], result["warm_exit"], _, result["warm_job_s"] = _sweep(
+        result["warm_s"], result["warm_exit"], _, result["warm_job_s"], result["warm_stored"] = _sweep(
             models, args.targets, cache, warm_db, args.timeout, args.cache_max_size)
         result["warm_over_cold"] = result["warm_s"] / cold_s if cold_s else None
+        rerun_db = work / f"warm-rerun-{int(time.time())}.sqlite"
+        result["rerun_s"], result["rerun_exit"], _, result["rerun_job_s"], _ = _sweep(
+            models, args.targets, cache, rerun_db, args.timeout, args.cache_max_size, ("--no-cache-results",))
+        result["rerun_over_cold"] = result["rerun_s"] / cold_s if cold_s else None
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
     print(f"\n{len(models)} models x {args.targets}, --no-latency, {os.cpu_count()} CPUs")
-    print(f"cold: {cold_s:.0f} s (exit {cold_rc})" + (f"; warm: {result['warm_s']:.0f} s "
-                                                        f"(x{result['warm_over_cold']:.2f} of cold)"
-                                                        if "warm_s" in result else ""))
+    print(f"cold: {cold_s:.1f} s (exit {cold_rc})" + (
+        f"; warm: {result['warm_s']:.1f} s (x{result['warm_over_cold']:.3f} of cold, {result['warm_stored']} rows "
+        f"read from the store); warm with --no-cache-results: {result['rerun_s']:.1f} s "
+        f"(x{result['rerun_over_cold']:.2f} of cold)" if "warm_s" in result else ""))
     if result.get("cold_job_s"):
-        print("\njob seconds (worker wall time, summed over the models) | cold | warm")
+        print("\njob seconds (worker wall time, summed over the models) | cold | warm | warm --no-cache-results")
         for k, v in result["cold_job_s"].items():
-            print(f"  {k:<18} {v:8.1f} {result.get('warm_job_s', {}).get(k, float('nan')):8.1f}")
+            print(f"  {k:<18} {v:8.1f} {result.get('warm_job_s', {}).get(k, 0.0):8.1f} "
+                  f"{result.get('rerun_job_s', {}).get(k, float('nan')):8.1f}")
     print("\n| target | ok/rows | compile median s | geomean s | max s | peak RSS compile median/max MiB "
           "| run max MiB | non-ok by status@stage | faults |")
     print("|---|---|---|---|---|---|---|---|---|")

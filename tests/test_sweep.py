@@ -140,6 +140,7 @@ def test_a_warm_sweep_reads_judged_rows_from_the_store(models: list[str], store:
         assert r.flags["stored_row"]["sweep"] == local_sweep.sweep_id
         assert any(n.startswith(f"stored: judged by sweep {local_sweep.sweep_id}") for n in r.notes)
     s = summarize(warm)
+    assert {r["target"] for r in s["references"].values()} == {"reference"} and set(s["references"]) == set(models)
     assert s["stored"] == 9 and all(c["stored"] for cells in s["matrix"].values() for c in cells.values())
     from compstack.report.dashboard import load_dashboard, render_dashboard
 

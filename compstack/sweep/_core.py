@@ -134,6 +134,7 @@ class Sweep:
     resumed: int = 0
     stored: int = 0
     job_times: dict[str, float] = field(default_factory=dict)
+    references: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec -> the report's ``reference``
     warnings: list[str] = field(default_factory=list)
     status: str = "done"
 
@@ -415,6 +416,7 @@ def run_sweep(options: SweepOptions, settings: Settings, executor: Executor, pro
             r.db.run_status(m.report, sweep.status, command=f"sweep {r.sweep_id}")
         sweep.wall_s = time.monotonic() - t0
         sweep.models = [m.report.model for m in r.models]
+        sweep.references = {m.spec: dict(m.report.reference) for m in r.models}
         sweep.executor = executor.describe()
         sweep.jobs_run, sweep.resumed, sweep.stored, sweep.job_times = r.jobs_run, r.resumed, r.stored, r.job_times
         sweep.warnings = [w for w in {r.db.warning} if w]

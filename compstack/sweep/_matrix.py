@@ -63,7 +63,9 @@ def summary_from_rows(models: list[str], targets: list[str], baseline: str,
 
 
 def summarize(sweep: Any) -> dict[str, Any]:
-    """:func:`summary_from_rows` of a :class:`compstack.sweep.Sweep`, plus how it ran."""
+    """:func:`summary_from_rows` of a :class:`compstack.sweep.Sweep`, plus how it ran and
+    each model's reference (``references``: spec -> the report's ``reference``: its target,
+    precision, ``cached`` when its outputs came from the store, ``error`` and the fallback)."""
     specs = [m.get("spec", m.get("name")) for m in sweep.models]
     rows = {k: {"status": r.status, "stage": r.stage, "latency_ms": r.latency_ms, "error": r.error,
                 "resumed": any(n.startswith("resumed: row ") for n in r.notes),
@@ -84,6 +86,7 @@ def summarize(sweep: Any) -> dict[str, Any]:
                phases=sweep.phases, jobs_run=sweep.jobs_run, reference_jobs=refs, resumed=sweep.resumed,
                stored=sweep.stored,
                scheduling=scheduling, job_s={k: round(v, 2) for k, v in sorted(job_s.items())},
+               references=sweep.references,
                warnings=sweep.warnings)
     return out
 

@@ -86,10 +86,12 @@ VOLATILE_PREFIXES = ("PYTEST_", "TERM_", "ITERM_", "KITTY_", "GNOME_TERMINAL_", 
                      "ALACRITTY_", "WEZTERM_", "STARSHIP_", "SSH_", "XDG_SESSION_", "__CF", "Apple_")
 #: Variables frameworks set in their own process when imported (measured: ``import jax``
 #: sets the first two; compstack's frontend workers set the Keras and glog ones; the
-#: Inductor target sets its cache folder per job): left out of :func:`daemon_key` (a
+#: Inductor target sets its cache folder per job; scikit-learn, which TensorFlow imports,
+#: sets ``KMP_DUPLICATE_LIB_OK``): left out of :func:`daemon_key` (a
 #: program that imported JAX passes them on to the commands it starts), and given to a new
 #: server as they were when compstack was imported (:func:`keyed_env`).
-FRAMEWORK_ENV = ("TF_CPP_MIN_LOG_LEVEL", "TPU_SKIP_MDS_QUERY", "KERAS_BACKEND", "GLOG_v", "TORCHINDUCTOR_CACHE_DIR")
+FRAMEWORK_ENV = ("TF_CPP_MIN_LOG_LEVEL", "TPU_SKIP_MDS_QUERY", "KERAS_BACKEND", "GLOG_v", "TORCHINDUCTOR_CACHE_DIR",
+                 "KMP_DUPLICATE_LIB_OK")
 _PKG = Path(__file__).resolve().parents[1]  # the compstack package folder
 _RECV = 1 << 16
 _LOG_KEEP = 1 << 20  # a server's log is started afresh past 1 MiB

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import threading
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -165,27 +166,35 @@ class Reuse:
     def __init__(self, db: Any, resume: bool, targets: list[str], rows: RowStore) -> None:
         self.db, self.resume, self.targets, self.rows = db, resume, list(targets), rows
         self._versions: dict[str, str] = {}
+        self._probe: threading.Thread | None = None
+        if resume or rows.store is not None:  # the probe (seconds: it imports every stack) runs beside the first import
+            self._probe = threading.Thread(target=self._probe_plain, name="compstack-versions-probe", daemon=True)
+            self._probe.start()
+
+    def _probe_plain(self) -> None:
+        from compstack.run.session import _ref_of
+        from compstack.sweep._probe import probe_versions
+
+        try:
+            found = probe_versions({t: _ref_of(t) for t in self.targets if "@" not in t})
+            self._versions.update({t: json.dumps(v) if v is not None else "?" for t, v in found.items()})
+        except Exception:  # noqa: BLE001 - a target that does not load here runs (and says why)
+            pass
 
     def versions(self, name: str) -> str:
         """The versions ``name``'s worker would report (JSON), or ``"?"``: read in a probe
-        process (:func:`compstack.sweep._probe.probe_versions`), never by importing the stacks here."""
-        if name not in self._versions:
-            from compstack.run.session import _ref_of
-            from compstack.sweep._probe import probe_versions
-
+        process (:func:`compstack.sweep._probe.probe_versions`, started with the sweep), never
+        by importing the stacks here."""
+        if self._probe is not None:
+            self._probe.join()
+        if name not in self._versions and "@" in name:  # a release: the versions its env reported when built
             try:
-                if "@" in name:  # a release: the versions its env reported when it was built
-                    from compstack.run.releases import env_versions
+                from compstack.run.releases import env_versions
 
-                    self._versions[name] = json.dumps(env_versions(name))
-                else:
-                    plain = [t for t in self.targets if "@" not in t]
-                    found = probe_versions({t: _ref_of(t) for t in plain if t not in self._versions})
-                    self._versions.update({t: json.dumps(v) if v is not None else "?" for t, v in found.items()})
-            except Exception:  # noqa: BLE001 - a target that does not load here runs (and says why)
+                self._versions[name] = json.dumps(env_versions(name))
+            except Exception:  # noqa: BLE001 - as above
                 pass
-            self._versions.setdefault(name, "?")
-        return self._versions[name]
+        return self._versions.setdefault(name, "?")
 
     def earlier(self, fingerprint: str, name: str, opts: Mapping[str, str]) -> tuple[Result, int] | None:
         """With ``--resume``: the newest row of this (fingerprint, target, options,

@@ -11,18 +11,55 @@ are ONNX protobuf, arrays are ``.npy``/``.npz`` without pickle.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-__all__ = ["MANIFEST", "atomic_write", "check_files", "check_manifest", "file_record", "probe_dir", "sha256_file",
-           "write_manifest"]
+__all__ = ["MANIFEST", "RECORD_MAX_BYTES", "atomic_write", "check_files", "check_manifest", "file_record", "probe_dir",
+           "read_plain", "sha256_file", "write_manifest"]
 
 #: File name of a folder entry's manifest.
 MANIFEST = "meta.json"
+
+#: The largest JSON record or manifest :func:`read_plain` reads, bytes (a record is a few KiB).
+RECORD_MAX_BYTES = 16 << 20
+
+
+def read_plain(path: Path, max_bytes: int = RECORD_MAX_BYTES) -> bytes:
+    """The bytes of ``path``: a regular file of at most ``max_bytes``, opened without
+    following a symbolic link and without blocking, so that a link, a FIFO or a device put
+    in a record's place is refused, not read (a link to ``/dev/zero`` filled the memory, a
+    FIFO hung the command).
+
+    Raises:
+        FileNotFoundError, NotADirectoryError: no such file.
+        OSError: a symbolic link (``ELOOP``), not a regular file (``EINVAL``), or larger
+            than ``max_bytes`` (``EFBIG``).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if st.st_size > max_bytes:
+            raise OSError(errno.EFBIG, f"larger than {max_bytes} bytes", str(path))
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > max_bytes:  # grew while read
+        raise OSError(errno.EFBIG, f"larger than {max_bytes} bytes", str(path))
+    return b"".join(chunks)
 
 
 def sha256_file(path: Path) -> str:
@@ -116,7 +153,7 @@ def check_manifest(folder: Path) -> tuple[dict[str, Any] | None, str]:
         or malformed manifest, or a bad file) — the caller evicts and rebuilds.
     """
     try:
-        meta = json.loads((Path(folder) / MANIFEST).read_text())
+        meta = json.loads(read_plain(Path(folder) / MANIFEST))
     except FileNotFoundError:
         return None, f"no {MANIFEST}"
     except (OSError, ValueError) as exc:

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from compstack.core.integrity import MANIFEST, check_manifest, write_manifest
+from compstack.core.integrity import MANIFEST, check_manifest, read_plain, write_manifest
 from compstack.core.ownership import NATIVE_KINDS, report_once, store_problem
 from compstack.core.sizes import parse_age, parse_size
 
@@ -393,8 +393,8 @@ class Store:
         if path.exists() and self.refused(kind, path)[0]:
             return None, self.refused(kind, path)[1]
         try:
-            doc = json.loads(path.read_bytes())
-        except FileNotFoundError:
+            doc = json.loads(read_plain(path))  # a link, FIFO or device in its place is refused, not read
+        except (FileNotFoundError, NotADirectoryError):
             return None, ""
         except (OSError, ValueError) as exc:
             self.evict(kind, k)
@@ -576,7 +576,7 @@ def _is_record(path: Path) -> bool:
     """Whether ``path`` is a JSON record this store wrote (it carries ``_store``), so a
     foreign ``.json`` in a record kind's folder is neither listed nor deleted."""
     try:
-        doc = json.loads(path.read_bytes())
+        doc = json.loads(read_plain(path))
     except (OSError, ValueError):
         return False
     return isinstance(doc, dict) and isinstance(doc.get("_store"), dict)

@@ -138,7 +138,7 @@ def test_a_warm_sweep_reads_judged_rows_from_the_store(models: list[str], store:
         cold = local_sweep.rows[key]
         assert (r.status, r.compile_s, r.outputs) == (cold.status, cold.compile_s, cold.outputs)
         assert r.flags["stored_row"]["sweep"] == local_sweep.sweep_id
-        assert any(n.startswith(f"stored: judged by sweep {local_sweep.sweep_id}") for n in r.notes)
+        assert any(n.startswith(f"stored: numerics judged by sweep {local_sweep.sweep_id}") for n in r.notes)
     s = summarize(warm)
     assert {r["target"] for r in s["references"].values()} == {"reference"} and set(s["references"]) == set(models)
     assert s["stored"] == 9 and all(c["stored"] for cells in s["matrix"].values() for c in cells.values())
@@ -148,6 +148,13 @@ def test_a_warm_sweep_reads_judged_rows_from_the_store(models: list[str], store:
     # what keys a row: another tolerance is another verdict; --no-cache-results runs every job
     other = _sweep(models[:1], ["ort-cpu"], store, LocalExecutor(1), db="warm.sqlite", rtol=0.5)
     assert other.stored == 0 and other.jobs_run == 1  # the target's job (the reference's outputs are stored)
+    # --resume on that database: a row is resumed only if judged with the same tolerances, and a
+    # resumed row is not also marked as read from the store
+    resumed = _sweep(models[:1], ["ort-cpu"], store, LocalExecutor(1), db="warm.sqlite", resume=True)
+    cell = summarize(resumed)["matrix"][models[0]]["ort-cpu"]
+    assert resumed.resumed == 1 and cell["resumed"] and not cell["stored"]
+    strict = _sweep(models[:1], ["ort-cpu"], store, LocalExecutor(1), db="warm.sqlite", resume=True, rtol=0.25)
+    assert strict.resumed == 0 and strict.jobs_run == 1
     rerun = _sweep(models[:1], ["ort-cpu"], store, LocalExecutor(1), db="warm.sqlite", cache_results=False)
     assert rerun.stored == 0 and rerun.jobs_run == 1 and "stored_row" not in rerun.rows[(models[0], "ort-cpu")].flags
     # an altered entry is deleted and the job runs again (a JSON record with a hash: nothing is unpickled)

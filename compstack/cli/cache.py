@@ -61,14 +61,15 @@ def _removed(gone: list[Any], as_json: bool, verb: str) -> None:
 @click.group(short_help="What the store (artifacts, models, zoo, stages...) holds; prune or clear it.")
 def cache() -> None:
     """Show, prune or clear compstack's store of compiled artifacts, stage texts,
-    canonical models, zoo exports, conformance cases, kernel libraries and peaks.
+    canonical models, zoo exports, conformance cases, kernel libraries, peaks, oracle
+    results and a sweep's judged rows.
 
     Examples:
 
         \b
         compstack cache info
         compstack cache prune --older-than 30d --max-size 5G
-        compstack cache clear --kind artifact
+        compstack cache clear --kind artifacts
     """
 
 
@@ -142,7 +143,7 @@ def clear(kind: str | None, cache_dir: str | None, as_json: bool) -> None:
 
         \b
         compstack cache clear
-        compstack cache clear --kind artifact
+        compstack cache clear --kind artifacts
         compstack cache clear --cache-dir /path/to/cache --json
     """
     # An unknown --kind is an error (exit 2) that lists the kinds (UserError).

@@ -82,7 +82,7 @@ def _cell(row: dict[str, Any]) -> dict[str, Any]:
             "latency_ms": _num(lat.get("median")), "ci95": lat.get("ci95"), "rss_compile_mb": rss[0], "rss_run_mb": rss[1],
             "peak_mb": max((v for v in rss if v is not None), default=None), "bundle": _href(bundle),
             "versions": _json(row.get("versions_json"), {}), "speedup": None,
-            "resumed": row.get("resumed_from") is not None, "stored": "stored_row" in flags}
+            "resumed": row.get("resumed_from") is not None, "stored": (flags.get("stored_row") or {}).get("sweep", "") if isinstance(flags.get("stored_row"), dict) else ""}
 
 
 def _version(target: str, cells: dict[str, dict[str, Any]]) -> str:

@@ -447,7 +447,7 @@ def _plan(r: _Runner, options: SweepOptions) -> Iterator[list[tuple[JobKey, Job]
                 r.record(m, set_fault(Result(target=name, status="failed", error=m.report.model["import_error"],
                                              stage=m.report.model.get("import_stage", "import"))))
                 continue
-            earlier = r.reuse.earlier(m.report.model.get("fingerprint", ""), name, opts)
+            earlier = r.reuse.earlier(m.report.model.get("fingerprint", ""), name, opts, m.ref[0])
             if earlier is not None:
                 r.resumed += 1
                 r.record(m, earlier[0], resumed_from=earlier[1])
@@ -463,6 +463,8 @@ def _plan(r: _Runner, options: SweepOptions) -> Iterator[list[tuple[JobKey, Job]
                 continue
             mine.append(((index, name), r.job(m, name, opts, latency=False)))
         m.source, m.left = None, len(mine)  # the model is on disk now; one at a time in memory (the real tier)
+        if not mine and m.report.model.get("fingerprint"):
+            m.report.reference["ran"] = False  # every row was resumed or read from the store
         hit = m.cache.arrays("reference") if mine and m.cache is not None else None
         if hit is not None:  # an earlier run's reference outputs (compstack.run.oracle_cache)
             m.report.reference["cached"] = True

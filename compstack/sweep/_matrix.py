@@ -131,8 +131,8 @@ def print_summary(summary: Mapping[str, Any], console: Any = None) -> None:
     if any(c.get("resumed") for cells in summary["matrix"].values() for c in cells.values()):
         console.print("  [dim]*[/] reused by --resume from an earlier sweep's row (not run again)", highlight=False)
     if any(c.get("stored") for cells in summary["matrix"].values() for c in cells.values()):
-        console.print("  [dim]s[/] read from the store: an earlier sweep judged this job (not run again; "
-                      "--no-cache-results runs it)", highlight=False)
+        console.print("  [dim]s[/] read from the store: an earlier sweep judged this job's numerics (not run again; "
+                      "latency, when on, is measured again; --no-cache-results runs it)", highlight=False)
     for t, c in summary["counts"].items():
         status = ", ".join(f"{k} {v}" for k, v in sorted(c["status"].items()))
         stage = ", ".join(f"{k} {v}" for k, v in sorted(c["stage"].items()))

@@ -13,7 +13,8 @@ run again. What keys an entry (:func:`compstack.core.store.key`):
   limits; this host's CPU (:func:`compstack.core.store.host_id`);
 * a hash of every source file of compstack (:func:`code_digest`): a checkout edited
   without a new version starts new entries, since the judge, the translations or a
-  target's glue may have changed.
+  target's glue may have changed; and the versions of onnx, onnx-ir, numpy, torch and
+  onnxruntime, which the reference and the judge run on.
 
 Only rows that end the same way when run again are stored (the statuses ``--resume``
 keeps, :data:`DETERMINISTIC`), and only when the model's own reference
@@ -49,6 +50,32 @@ __all__ = ["DETERMINISTIC", "Reuse", "RowStore", "code_digest", "row_to_result"]
 #: Result fields a stored row keeps (latency is measured again; the log is the job's own).
 _KEPT = tuple(f.name for f in fields(Result) if f.name not in ("latency_ms", "latency_error", "log"))
 
+_NUM = (int, float, type(None))
+#: The JSON type of each kept field, checked on read (a record's hash only says it was not
+#: changed by accident: anyone who can write the store can write a matching hash).
+_TYPES: dict[str, tuple[type, ...]] = {
+    "target": (str,), "status": (str,), "stage": (str,), "error": (str,), "compile_s": _NUM, "outputs": (list,),
+    "versions": (dict,), "flags": (dict,), "cached": (bool,), "unsupported_ops": (list,), "notes": (list,),
+    "fault": (str,), "fault_reason": (str,), "peak_rss_compile_mb": _NUM, "peak_rss_run_mb": _NUM}
+
+
+def _bad_row(data: Mapping[str, Any], k: str, target: str) -> str:
+    """Why the record ``data`` read under key ``k`` is not the stored row of ``target``, or ``""``."""
+    row = data.get("row")
+    if data.get("key") != k:
+        return "it holds another key's row (copied or linked from another entry)"
+    if not isinstance(row, dict) or set(row) != set(_KEPT):
+        return "it does not hold a row"
+    bad = [f for f, types in _TYPES.items() if not isinstance(row[f], types) or (types == _NUM and isinstance(row[f], bool))]
+    if bad or not all(isinstance(o, dict) for o in row["outputs"]) or not all(isinstance(n, str) for n in row["notes"]):
+        return f"its {', '.join(bad) or 'outputs or notes'} have the wrong type"
+    if row["target"] != target or row["status"] not in DETERMINISTIC:
+        return f"it holds a {row['status']!r} row of {row['target']!r}"
+    at = data.get("at")
+    if not isinstance(at, (int, float)) or isinstance(at, bool) or not 0 < at < 1e11 or not isinstance(data.get("sweep"), str):
+        return "its sweep or time is not readable"
+    return ""
+
 
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
@@ -61,6 +88,22 @@ def code_digest() -> str:
     return h.hexdigest()[:16]
 
 
+@functools.lru_cache(maxsize=1)
+def _judge_versions() -> dict[str, str]:
+    """The versions of the packages the reference and the judge run on (``onnx.reference``,
+    the eager float64 reference in torch, ORT as the fallback reference), read from their
+    installed metadata (nothing is imported)."""
+    import importlib.metadata
+
+    out = {}
+    for name in ("onnx", "onnx-ir", "numpy", "torch", "onnxruntime"):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "-"
+    return out
+
+
 def row_to_result(d: Mapping[str, Any]) -> Result:
     """A results-database row (``results`` table, as a dict) as the :class:`Result` that
     ``--resume`` reuses, noted as not run again."""
@@ -69,7 +112,8 @@ def row_to_result(d: Mapping[str, Any]) -> Result:
                   compile_s=d.get("compile_s"), latency_ms=lat if lat and "error" not in lat else None,
                   outputs=json.loads(d.get("outputs_json") or "[]"),
                   versions=json.loads(d.get("versions_json") or "{}"),
-                  flags=json.loads(d.get("flags_json") or "{}"), cached=bool(d.get("cached")),
+                  flags={k: v for k, v in json.loads(d.get("flags_json") or "{}").items() if k != "stored_row"},
+                  cached=bool(d.get("cached")),
                   notes=[f"resumed: row {d['id']} of run {d['run_id']} (not run again)"],
                   latency_error=(lat.get("error", "") if lat else ""), fault=d.get("fault") or "",
                   fault_reason=d.get("fault_reason") or "", peak_rss_compile_mb=d.get("peak_rss_compile_mb"),
@@ -104,11 +148,12 @@ class RowStore:
 
         parts = {"fp": fingerprint, "inputs": digest, "target": target, "options": dict(options),
                  "reference": [reference[0], dict(reference[1])], "host": host_id(), **self.common}
-        return key("rows", parts, {"stack": versions, "compstack-code": code_digest()})
+        return key("rows", parts, {"stack": versions, "compstack-code": code_digest(), **_judge_versions()})
 
-    def get(self, k: str | None) -> Result | None:
-        """The row stored under ``k``, marked as read back, or None on a miss (an entry
-        that is altered or does not hold a row is deleted and reported once)."""
+    def get(self, k: str | None, target: str) -> Result | None:
+        """The row of ``target`` stored under ``k``, marked as read back, or None on a miss
+        (an entry that is altered, holds another key's or target's row, or fields of the
+        wrong type is deleted and reported once)."""
         if k is None or self.store is None:
             return None
         from compstack.core.ownership import report_once
@@ -121,20 +166,17 @@ class RowStore:
             report_once(why)
         if data is None:
             return None
-        row = data.get("row")
-        if not isinstance(row, dict) or not isinstance(row.get("target"), str) or set(row) - set(_KEPT) \
-                or row.get("status") not in DETERMINISTIC:
-            report_once(f"stored row {k} does not hold a row; rebuilt")
+        why = _bad_row(data, k, target)
+        if why:
+            report_once(f"stored row {k} refused: {why}; the job runs again")
             self.store.evict("rows", k)
             return None
-        try:
-            result = Result(**row)
-        except TypeError:
-            return None
-        sweep, at = str(data.get("sweep", "?")), float(data.get("at", 0) or 0)
+        result = Result(**data["row"])
+        sweep, at = data["sweep"], float(data["at"])
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(at))
         result.flags = {**result.flags, "stored_row": {"sweep": sweep, "at": at}}
-        note = f"stored: judged by sweep {sweep} at {when}; not run again (--no-cache-results runs it)"
+        note = (f"stored: numerics judged by sweep {sweep} at {when}, not run again (--no-cache-results runs it); "
+                "latency, when on, is measured again")
         result.notes = [*result.notes, note]
         return result
 
@@ -146,10 +188,27 @@ class RowStore:
         row = {name: getattr(result, name) for name in _KEPT}
         row["notes"] = [n for n in result.notes if not n.startswith(("stored: ", "resumed: "))]
         try:
-            self.store.write_record("rows", k, {"row": json.loads(json.dumps(row, default=str)),
+            self.store.write_record("rows", k, {"row": json.loads(json.dumps(row, default=str)), "key": k,
                                                 "sweep": sweep_id, "at": time.time()})
         except (OSError, ValueError):
             pass
+
+
+def _same_tolerances(outputs: list[Any], rtol: float | None, atol: float | None) -> bool:
+    """Whether every output of a stored row was judged with the tolerances asked for now:
+    the per-dtype defaults when neither ``--rtol`` nor ``--atol`` is given, else the given
+    ones (an output's ``tolerance`` is ``default`` or ``user``, its ``rtol``/``atol`` the
+    values used)."""
+    for o in outputs:
+        if not isinstance(o, dict):
+            return False
+        if rtol is None and atol is None:
+            if o.get("tolerance", "default") != "default":
+                return False
+        elif o.get("tolerance") != "user" or (rtol is not None and o.get("rtol") != rtol) or (
+                atol is not None and o.get("atol") != atol):
+            return False
+    return True
 
 
 class Reuse:
@@ -196,22 +255,24 @@ class Reuse:
                 pass
         return self._versions.setdefault(name, "?")
 
-    def earlier(self, fingerprint: str, name: str, opts: Mapping[str, str]) -> tuple[Result, int] | None:
+    def earlier(self, fingerprint: str, name: str, opts: Mapping[str, str],
+                reference: str) -> tuple[Result, int] | None:
         """With ``--resume``: the newest row of this (fingerprint, target, options,
-        versions) in the database that ended deterministically, and its id; else None."""
+        versions, reference target) in the database that ended deterministically and was
+        judged with the same tolerances (:func:`_same_tolerances`), and its id; else None."""
         if not self.resume or self.db.conn is None or not fingerprint:
             return None
         cur = self.db.conn.execute(
             "SELECT * FROM results WHERE fingerprint = ? AND target = ? AND options_json = ? "
-            "AND versions_json = ? ORDER BY id DESC LIMIT 1",
-            (fingerprint, name, json.dumps(dict(opts)), self.versions(name)))
-        row = cur.fetchone()
-        if row is None:
-            return None
-        d = dict(zip([c[0] for c in cur.description], row))
-        if d["status"] not in DETERMINISTIC:
-            return None
-        return row_to_result(d), int(d["id"])
+            "AND versions_json = ? AND reference = ? ORDER BY id DESC",
+            (fingerprint, name, json.dumps(dict(opts)), self.versions(name), reference))
+        names = [c[0] for c in cur.description]
+        for row in cur:
+            d = dict(zip(names, row))
+            if _same_tolerances(json.loads(d.get("outputs_json") or "[]"), self.rows.common.get("rtol"),
+                                self.rows.common.get("atol")):  # the newest row judged as this sweep judges
+                return (row_to_result(d), int(d["id"])) if d["status"] in DETERMINISTIC else None
+        return None
 
     def stored(self, stack: Any, digest: str, common: Mapping[str, Any], name: str, opts: Mapping[str, str],
                reference: tuple[str, Mapping[str, str]]) -> tuple[Result | None, str | None]:
@@ -223,5 +284,5 @@ class Reuse:
         if self.rows.store is None or stack is None or common.get("op_origins"):
             return None, None
         k = self.rows.key(stack.fingerprint, digest, name, opts, self.versions(name), reference)
-        hit = self.rows.get(k)
+        hit = self.rows.get(k, name)
         return (hit, None) if hit is not None else (None, k)

@@ -76,10 +76,10 @@ def test_a_wrong_reference_is_suspect_not_a_stack_fault(tmp_path: Path, monkeypa
 
     to_fx = fx.to_fx
 
-    def wrong(model: ir.Model):  # noqa: ANN202
+    def wrong(model: ir.Model, **kw):  # noqa: ANN202, ANN003
         for node in model.graph:
             node.op_type = "Cos" if node.op_type == "Sin" else node.op_type
-        return to_fx(model)
+        return to_fx(model, **kw)
 
     monkeypatch.setattr(fx, "to_fx", wrong)  # inline executor: the reference's jobs run here
     path, feeds = _cancel(tmp_path)
@@ -118,3 +118,32 @@ def test_sweep_falls_back_as_compare_does(tmp_path: Path) -> None:
 
     with sqlite3.connect(tmp_path / "db.sqlite") as conn:
         assert conn.execute("SELECT target, status, reference FROM results").fetchall() == [("ort-cpu", "ok", "ort-cpu")]
+
+
+def test_the_float64_copy_without_protobuf_is_the_protobuf_one(tmp_path: Path) -> None:
+    """to_float64_model (the eager float64 reference of a large model: weights widened one by
+    one, no protobuf copy; sd-unet's went past 18 GB) gives the model to_float64 gives: the
+    same graph, float64 weights, a narrowing Cast kept, integer initializers untouched, and
+    the source model unchanged."""
+    import onnx_ir as ir
+
+    from compstack.core import ir as cir
+    from compstack.targets.common.precision import to_float64, to_float64_model
+
+    rng = np.random.default_rng(0)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((16, 16)).astype(np.float32), "w")
+    idx = onnx.numpy_helper.from_array(np.arange(16, dtype=np.int64)[::-1].copy(), "idx")
+    nodes = [h.make_node("MatMul", ["x", "w"], ["y"]), h.make_node("Gather", ["y", "idx"], ["g"], axis=1),
+             h.make_node("Cast", ["g"], ["d"], to=T.DOUBLE), h.make_node("Cast", ["d"], ["n"], to=T.FLOAT),
+             h.make_node("Constant", [], ["c"], value=onnx.numpy_helper.from_array(np.float32(0.5))),
+             h.make_node("Mul", ["n", "c"], ["out"])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 16])],
+                         [h.make_tensor_value_info("out", T.FLOAT, [2, 16])], [w, idx])
+    proto = h.make_model(graph, opset_imports=[h.make_opsetid("", 20)])
+    model = ir.from_proto(proto)
+    lean = cir.to_proto(to_float64_model(model))
+    assert lean == to_float64(cir.to_proto(ir.from_proto(proto)))
+    assert cir.to_proto(model) == cir.to_proto(ir.from_proto(proto))  # the source keeps its float32 weights
+    assert onnx.numpy_helper.to_array(lean.graph.initializer[0]).dtype == np.float64
+    assert onnx.numpy_helper.to_array(lean.graph.initializer[1]).dtype == np.int64
+    assert [a.i for n in lean.graph.node if n.op_type == "Cast" for a in n.attribute] == [T.DOUBLE, T.FLOAT, T.DOUBLE]

@@ -5,10 +5,12 @@ model, shared by the ``reference`` target (``onnx.reference`` in float64) and th
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 
-__all__ = ["to_float64"]
+__all__ = ["to_float64", "to_float64_model"]
 
 _F32 = onnx.TensorProto.FLOAT
 _F64 = onnx.TensorProto.DOUBLE
@@ -22,7 +24,9 @@ def _retype(tp: onnx.TypeProto, widen: frozenset[int] = _F32_ONLY) -> None:
 
 
 def _retensor(t: onnx.TensorProto, widen: frozenset[int] = _F32_ONLY) -> None:
-    if t.data_type in widen:
+    if t.data_type in widen and t.data_location == onnx.TensorProto.EXTERNAL:
+        t.data_type = _F64  # a weight left out of the proto (to_float64_model): its caller widens the data
+    elif t.data_type in widen:
         arr = onnx.numpy_helper.to_array(t).astype(np.float64)
         t.CopyFrom(onnx.numpy_helper.from_array(arr, t.name))
 
@@ -94,4 +98,41 @@ def to_float64(proto: onnx.ModelProto, halves: bool = False) -> onnx.ModelProto:
             for a in node.attribute:
                 if a.type == onnx.AttributeProto.TENSOR:
                     _retensor(a.t, widen)
+    return out
+
+
+def to_float64_model(model: Any, halves: bool = False) -> Any:
+    """:func:`to_float64` of an ``onnx_ir.Model`` without a protobuf copy of its weights.
+
+    The rules are :func:`to_float64`'s, applied to the model with every initializer left
+    out (an external-data placeholder of its dtype and shape); then each float32 one is
+    widened into a fresh, writable float64 array, one by one, and every other one is the
+    model's own tensor again. ``model`` itself is unchanged (its tensors are put back). Through protobuf the copies had reached about 7
+    times the float32 weights (distilbert: 1.8 GB for 265 MB), and sd-unet's eager float64
+    reference was killed at 18 GB.
+
+    Args:
+        model: an ``onnx_ir.Model``.
+        halves: as :func:`to_float64`.
+
+    Returns:
+        A new ``onnx_ir.Model``.
+    """
+    import onnx_ir as ir
+
+    dtypes = {ir.DataType.FLOAT, *((ir.DataType.FLOAT16, ir.DataType.BFLOAT16) if halves else ())}
+    left = {name: v.const_value for name, v in model.graph.initializers.items() if v.const_value is not None}
+    try:
+        for name, t in left.items():
+            model.graph.initializers[name].const_value = ir.ExternalTensor(
+                "compstack-detached", 0, t.nbytes, t.dtype, shape=t.shape, name=name)
+        skeleton = ir.serde.serialize_model(model)  # not cir.to_proto: it would read external data back in
+    finally:
+        for name, t in left.items():
+            model.graph.initializers[name].const_value = t
+    out = ir.from_proto(to_float64(skeleton, halves))
+    del skeleton
+    for name, t in left.items():
+        value = out.graph.initializers[name]
+        value.const_value = ir.Tensor(np.array(t.numpy(), dtype=np.float64), name=name) if t.dtype in dtypes else t
     return out

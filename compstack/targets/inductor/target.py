@@ -231,10 +231,11 @@ class InductorCpuTarget(TwoPathTarget):
             from compstack.translate.fx import to_fx
 
             model = canonical_for_translation(self.translation_model or model, self.example_inputs)
-            if self.options.precision == "float64":
+            wide = self.options.precision == "float64"
+            if wide:
                 model = _widened(model)
                 examples = [t.double() if t.dtype == torch.float32 else t for t in examples]
-            module = to_fx(model)
+            module = to_fx(model, share_weights=wide)  # the widened arrays are this job's own
 
             def pack(xs: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
                 return tuple(xs), {}
@@ -262,11 +263,11 @@ class InductorCpuTarget(TwoPathTarget):
 
 
 def _widened(model: ir.Model) -> ir.Model:
-    """``model`` computing every float32 tensor in float64 (``precision=float64``)."""
-    from compstack.core import ir as cir
-    from compstack.targets.common.precision import to_float64
+    """``model`` computing every float32 tensor in float64 (``precision=float64``), its
+    weights widened one by one, not through a protobuf copy (``to_float64_model``)."""
+    from compstack.targets.common.precision import to_float64_model
 
-    return ir.from_proto(to_float64(cir.to_proto(model)))
+    return to_float64_model(model)
 
 
 class InductorCudaTarget(InductorCpuTarget):

@@ -44,11 +44,16 @@ def py_name(name: str) -> str:
     return out if not out[0].isdigit() else f"v_{out}"
 
 
-def to_fx(model: ir.Model) -> Any:
+def to_fx(model: ir.Model, share_weights: bool = False) -> Any:
     """Translate ``model`` into a ``torch.fx.GraphModule``.
 
     Args:
         model: the common IR with static shapes.
+        share_weights: a buffer shares the memory of its initializer's array where that is
+            a writable, C-contiguous numpy array, instead of a copy. Only for a model whose
+            arrays are the caller's own (the float64 copy of a large model,
+            :func:`compstack.targets.common.precision.to_float64_model`: a copy there is
+            the weights' size again in float64).
 
     Returns:
         A ``GraphModule`` whose ``forward`` takes the graph inputs positionally (torch
@@ -79,7 +84,8 @@ def to_fx(model: ir.Model) -> Any:
             env[name] = arr
         else:
             attr = _unique_attr(root, py_name(name))
-            root.register_buffer(attr, torch.from_numpy(np.array(arr)))
+            mine = share_weights and isinstance(arr, np.ndarray) and arr.flags.writeable and arr.flags.c_contiguous
+            root.register_buffer(attr, torch.from_numpy(arr if mine else np.array(arr)))
             env[name] = fx.Proxy(graph.get_attr(attr), tracer)
 
     @contextlib.contextmanager

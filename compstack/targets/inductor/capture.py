@@ -32,6 +32,16 @@ def _zeros_like_outputs(gm: Any) -> Any:
     return type(out.args[0])(result) if isinstance(out.args[0], (tuple, list)) else result[0]
 
 
+def _same_graph(a: Any, b: Any) -> bool:
+    """Whether two captured graphs are the same program (the same generated code): a graph
+    traced again after ``torch._dynamo.reset()`` (another program compiled in this process)
+    is, and the compiled code of one runs the other."""
+    try:
+        return bool(a.code == b.code)
+    except AttributeError:
+        return False
+
+
 #: Stage text when TorchDynamo found no tensor computation to hand to Inductor.
 NO_GRAPH = "(no graph: the program computes nothing TorchDynamo captures (outputs are inputs or constants); " \
             "it runs as plain Python)\n"
@@ -52,8 +62,9 @@ class Capture:
     attention-bias cache in eval mode, with tensors the graph computes) must get true values,
     and the call after it is traced again by TorchDynamo (its guards on that state fail); the
     graph compiled is the last one captured, the one every later call runs. Compiled code
-    only ever runs the graph it was compiled from: a graph first traced after ``compile``
-    raises :class:`RecompiledAtRun` (compstack compiles once, in its ``compile`` stage).
+    only ever runs the graph it was compiled from (or the same program traced again, after
+    ``torch._dynamo.reset()``): another graph first traced after ``compile`` raises
+    :class:`RecompiledAtRun` (compstack compiles once, in its ``compile`` stage).
 
     Args:
         eager_first: compute the first call eagerly (see above).
@@ -76,7 +87,7 @@ class Capture:
 
         def run(*args: Any) -> Any:
             if self.compiled is not None:
-                if gm is not self.compiled_graph:
+                if gm is not self.compiled_graph and not _same_graph(gm, self.compiled_graph):
                     raise RecompiledAtRun("TorchDynamo traced a new graph at run (its guards failed: the program "
                                           "changed its Python state after lower); compstack compiles the graph "
                                           "captured in lower only")

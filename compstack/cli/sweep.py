@@ -114,7 +114,8 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
 
     try:
         with SweepProgress() as progress:  # stderr, also under --json
-            result = run_sweep(SweepOptions(specs, options, baseline, flags.resume, cap, flags.cache_results), cfg, executor, progress)
+            swept = SweepOptions(specs, options, baseline, flags.resume, cap, flags.cache_results)
+            result = run_sweep(swept, cfg, executor, progress)
     finally:
         executor.close()
     summary = summarize(result)
@@ -214,7 +215,8 @@ def _executor(flags: SweepFlags) -> Any:
 @run_options
 def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, executor: str, ray_address: str | None,
           n_jobs: int | None, resume: bool, last: bool, matrix: bool, tier: str | None, out: str | None,
-          bundle_faults: str | None, cache_max_size: str | None, cache_results: bool, model_flags: ModelFlags, run_flags: RunFlags) -> None:
+          bundle_faults: str | None, cache_max_size: str | None, cache_results: bool, model_flags: ModelFlags,
+          run_flags: RunFlags) -> None:
     """Run every MODEL (zoo:NAME, zoo:*, file.onnx, a folder of .onnx, @list.txt) on every target.
 
     Exit status: 0 when every row is ok, unsupported or unavailable; 1 otherwise; 2 on bad input.

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["OracleCache", "cacheable", "inputs_digest"]
+__all__ = ["OracleCache", "cacheable", "code_digest", "inputs_digest"]
 
 _ARRAYS = "arrays.npz"
 _JSON = "record.json"
@@ -50,16 +49,19 @@ def inputs_digest(sets: Sequence[Mapping[str, np.ndarray]]) -> str:
 
 
 #: compstack's code that computes the oracle's results: a checkout edited without a new
-#: version still gets new entries (:func:`_code_digest`).
+#: version still gets new entries (:func:`code_digest`).
 _ORACLE_CODE = ("analysis/refdefects.py", "analysis/ub.py", "run/oracle.py", "run/stackref.py",
                 "targets/reference", "targets/inductor", "targets/common/precision.py", "translate/fx", "ops")
 
 
-@functools.lru_cache(maxsize=1)
-def _code_digest() -> str:
+@functools.lru_cache(maxsize=4)
+def code_digest(parts: tuple[str, ...] = ("",)) -> str:
+    """SHA-256 (16 hex digits) over the path and bytes of compstack's ``.py`` files under
+    ``parts`` (files or folders relative to the package; the default ``""``: all of it), in
+    order: a key that holds it changes when that code is edited, version or not."""
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for part in _ORACLE_CODE:
+    for part in parts:
         p = root / part
         for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
             if f.is_file():
@@ -68,14 +70,10 @@ def _code_digest() -> str:
 
 
 def _versions(target: str) -> dict[str, str]:
+    from compstack.core.version import installed_versions
+
     names = ["onnx", "numpy"] + (["torch"] if target != "reference" else [])
-    out = {"oracle-code": _code_digest()}
-    for n in names:
-        try:
-            out[n] = importlib.metadata.version(n)
-        except importlib.metadata.PackageNotFoundError:
-            out[n] = "-"
-    return out
+    return {"oracle-code": code_digest(_ORACLE_CODE), **installed_versions(names)}
 
 
 def cacheable(target: str, options: Mapping[str, str]) -> bool:

@@ -43,6 +43,7 @@ FLOOR_ROLE = "large-floor"
 UB_NOTE = ("undefined-behaviour rules not run: with the eager float64 reference there is no onnx.reference "
            "evaluation, which they need for every intermediate value")
 
+
 def is_large_reference(target: str, options: Mapping[str, str]) -> bool:
     """True when ``(target, options)`` is the registry's ``large-reference`` (:data:`LARGE_ROLE`)."""
     from compstack import targets as registry

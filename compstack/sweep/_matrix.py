@@ -170,7 +170,7 @@ def summary_of_db(db: Any, sweep_id: str | None = None) -> dict[str, Any]:
                                                     "latency_ms": lat if "median" in lat else None,
                                                     "error": row["error"],
                                                     "resumed": row.get("resumed_from") is not None,
-                                                    "stored": '"stored_row"' in (row.get("flags_json") or "")}
+                                                    "stored": "stored_row" in json.loads(row.get("flags_json") or "{}")}
     stored = json.loads(entry.get("summary_json") or "{}")
     models = json.loads(entry.get("models_json") or "[]")
     out = summary_from_rows(models, json.loads(entry["targets_json"]), entry["baseline"], rows)

@@ -11,10 +11,10 @@ run again. What keys an entry (:func:`compstack.core.store.key`):
   a target whose versions cannot be read is never stored;
 * the reference target and its options; the tolerances, threads, ``--tuned`` and the job
   limits; this host's CPU (:func:`compstack.core.store.host_id`);
-* a hash of every source file of compstack (:func:`code_digest`): a checkout edited
-  without a new version starts new entries, since the judge, the translations or a
-  target's glue may have changed; and the versions of onnx, onnx-ir, numpy, torch and
-  onnxruntime, which the reference and the judge run on.
+* a hash of every source file of compstack (:func:`compstack.run.oracle_cache.code_digest`):
+  a checkout edited without a new version starts new entries, since the judge, the
+  translations or a target's glue may have changed; and the versions of :data:`_JUDGE`
+  (onnx, onnx-ir, numpy, torch, onnxruntime), which the reference and the judge run on.
 
 Only rows that end the same way when run again are stored (the statuses ``--resume``
 keeps, :data:`DETERMINISTIC`), and only when the model's own reference
@@ -30,8 +30,6 @@ never pickles.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import threading
 import time
@@ -45,7 +43,11 @@ from compstack.core.results import Result
 #: way. ``crashed``, ``timeout`` and ``oom`` are run again.
 DETERMINISTIC = ("ok", "mismatch", "unsupported", "failed", "unavailable", "reference-suspect", "undefined")
 
-__all__ = ["DETERMINISTIC", "Reuse", "RowStore", "code_digest", "row_to_result"]
+__all__ = ["DETERMINISTIC", "Reuse", "RowStore", "row_to_result"]
+
+#: The packages the reference and the judge run on (``onnx.reference``, the eager float64
+#: reference in torch, ORT as the fallback reference): their versions are in every key.
+_JUDGE = ("onnx", "onnx-ir", "numpy", "torch", "onnxruntime")
 
 #: Result fields a stored row keeps (latency is measured again; the log is the job's own).
 _KEPT = tuple(f.name for f in fields(Result) if f.name not in ("latency_ms", "latency_error", "log"))
@@ -66,42 +68,17 @@ def _bad_row(data: Mapping[str, Any], k: str, target: str) -> str:
         return "it holds another key's row (copied or linked from another entry)"
     if not isinstance(row, dict) or set(row) != set(_KEPT):
         return "it does not hold a row"
-    bad = [f for f, types in _TYPES.items() if not isinstance(row[f], types) or (types == _NUM and isinstance(row[f], bool))]
+    bad = [f for f, types in _TYPES.items()
+           if not isinstance(row[f], types) or (types == _NUM and isinstance(row[f], bool))]
     if bad or not all(isinstance(o, dict) for o in row["outputs"]) or not all(isinstance(n, str) for n in row["notes"]):
         return f"its {', '.join(bad) or 'outputs or notes'} have the wrong type"
     if row["target"] != target or row["status"] not in DETERMINISTIC:
         return f"it holds a {row['status']!r} row of {row['target']!r}"
     at = data.get("at")
-    if not isinstance(at, (int, float)) or isinstance(at, bool) or not 0 < at < 1e11 or not isinstance(data.get("sweep"), str):
+    if not isinstance(at, (int, float)) or isinstance(at, bool) or not 0 < at < 1e11 \
+            or not isinstance(data.get("sweep"), str):
         return "its sweep or time is not readable"
     return ""
-
-
-@functools.lru_cache(maxsize=1)
-def code_digest() -> str:
-    """SHA-256 (16 hex digits) over the path and bytes of every ``.py`` file of the
-    installed compstack package, in path order."""
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for f in sorted(root.rglob("*.py")):
-        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
-
-
-@functools.lru_cache(maxsize=1)
-def _judge_versions() -> dict[str, str]:
-    """The versions of the packages the reference and the judge run on (``onnx.reference``,
-    the eager float64 reference in torch, ORT as the fallback reference), read from their
-    installed metadata (nothing is imported)."""
-    import importlib.metadata
-
-    out = {}
-    for name in ("onnx", "onnx-ir", "numpy", "torch", "onnxruntime"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "-"
-    return out
 
 
 def row_to_result(d: Mapping[str, Any]) -> Result:
@@ -137,6 +114,9 @@ class RowStore:
             store = open_store(cache_dir)
             self.store = None if store.shared else store  # never a verdict another user wrote
         self.common = dict(common)
+        from compstack.core.version import installed_versions
+
+        self.judge = installed_versions(_JUDGE) if self.store is not None else {}  # once: in every key
 
     def key(self, fingerprint: str, digest: str, target: str, options: Mapping[str, str], versions: str,
             reference: tuple[str, Mapping[str, str]]) -> str | None:
@@ -145,10 +125,11 @@ class RowStore:
         if self.store is None or not fingerprint or not digest or versions in ("", "?"):
             return None
         from compstack.core.store import host_id, key
+        from compstack.run.oracle_cache import code_digest
 
         parts = {"fp": fingerprint, "inputs": digest, "target": target, "options": dict(options),
                  "reference": [reference[0], dict(reference[1])], "host": host_id(), **self.common}
-        return key("rows", parts, {"stack": versions, "compstack-code": code_digest(), **_judge_versions()})
+        return key("rows", parts, {"stack": versions, "compstack-code": code_digest(), **self.judge})
 
     def get(self, k: str | None, target: str) -> Result | None:
         """The row of ``target`` stored under ``k``, marked as read back, or None on a miss

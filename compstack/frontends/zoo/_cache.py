@@ -16,7 +16,6 @@ the model, are checked on every read: a truncated, altered or malformed entry is
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import logging
 import shutil
 from collections.abc import Mapping, Sequence
@@ -47,13 +46,9 @@ def default_root() -> Path:
 
 def versions(extra: Sequence[str] = ()) -> dict[str, str]:
     """Installed versions of :data:`BASE_DISTS` plus ``extra`` (``"none"`` when absent)."""
-    out = {}
-    for dist in (*BASE_DISTS, *extra):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            out[dist] = "none"
-    return out
+    from compstack.core.version import installed_versions
+
+    return installed_versions((*BASE_DISTS, *extra), missing="none")
 
 
 def entry_dir(root: Path, name: str, zoo_version: int, extra: Sequence[str] = (),

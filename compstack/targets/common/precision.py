@@ -107,9 +107,9 @@ def to_float64_model(model: Any, halves: bool = False) -> Any:
     The rules are :func:`to_float64`'s, applied to the model with every initializer left
     out (an external-data placeholder of its dtype and shape); then each float32 one is
     widened into a fresh, writable float64 array, one by one, and every other one is the
-    model's own tensor again. ``model`` itself is unchanged (its tensors are put back). Through protobuf the copies had reached about 7
-    times the float32 weights (distilbert: 1.8 GB for 265 MB), and sd-unet's eager float64
-    reference was killed at 18 GB.
+    model's own tensor again. ``model`` itself is unchanged (its tensors are put back).
+    Through protobuf the copies had reached about 7 times the float32 weights (distilbert:
+    1.8 GB for 265 MB), and sd-unet's eager float64 reference was killed at 18 GB.
 
     Args:
         model: an ``onnx_ir.Model``.
@@ -120,7 +120,7 @@ def to_float64_model(model: Any, halves: bool = False) -> Any:
     """
     import onnx_ir as ir
 
-    dtypes = {ir.DataType.FLOAT, *((ir.DataType.FLOAT16, ir.DataType.BFLOAT16) if halves else ())}
+    dtypes = {ir.DataType(d) for d in (_HALVES if halves else _F32_ONLY)}  # onnx_ir's enum has TensorProto's values
     left = {name: v.const_value for name, v in model.graph.initializers.items() if v.const_value is not None}
     try:
         for name, t in left.items():

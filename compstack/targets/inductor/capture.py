@@ -33,11 +33,11 @@ def _zeros_like_outputs(gm: Any) -> Any:
 
 
 def _same_graph(a: Any, b: Any) -> bool:
-    """Whether two captured graphs are the same program (the same generated code): a graph
-    traced again after ``torch._dynamo.reset()`` (another program compiled in this process)
-    is, and the compiled code of one runs the other."""
+    """Whether two captured graphs are the same program: the same object, or the same
+    generated code (a graph traced again after ``torch._dynamo.reset()``, when another
+    program was compiled in this process); the compiled code of one runs the other."""
     try:
-        return bool(a.code == b.code)
+        return a is b or bool(a.code == b.code)
     except AttributeError:
         return False
 
@@ -87,7 +87,7 @@ class Capture:
 
         def run(*args: Any) -> Any:
             if self.compiled is not None:
-                if gm is not self.compiled_graph and not _same_graph(gm, self.compiled_graph):
+                if not _same_graph(gm, self.compiled_graph):
                     raise RecompiledAtRun("TorchDynamo traced a new graph at run (its guards failed: the program "
                                           "changed its Python state after lower); compstack compiles the graph "
                                           "captured in lower only")

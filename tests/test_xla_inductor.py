@@ -317,3 +317,34 @@ def test_inductor_runs_a_model_that_fills_a_cache_on_its_first_call(isolated_env
     row = json.loads(proc.stdout)["results"][0]
     assert row["status"] == "ok" and row["flags"]["path"] == "native", row
     assert row["outputs"][0]["max_abs_err"] < 1e-5
+
+
+def test_compiled_code_never_runs_another_graph() -> None:
+    """The capture's guard: after compile, a graph TorchDynamo traces again for a changed
+    program raises RecompiledAtRun (it ran the first graph's code before: "expected 279, got
+    268"), while the same program traced again after torch._dynamo.reset() runs its code."""
+    import torch
+    import torch._dynamo
+
+    from compstack.targets.inductor.capture import Capture, RecompiledAtRun
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.extra = False
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            return torch.cat([x, x * 3]) if self.extra else x * 2
+
+    net, x = Net(), torch.ones(3)
+    torch._dynamo.reset()
+    capture = Capture(eager_first=True)
+    optimized = torch.compile(net, backend=capture, fullgraph=True, dynamic=False)
+    assert torch.equal(optimized(x), x * 2)  # computed eagerly, not the placeholder zeros
+    capture.compile_aot_eager()
+    assert torch.equal(optimized(x), x * 2)
+    torch._dynamo.reset()  # as another program's lower does: the same graph is traced again
+    assert torch.equal(optimized(x), x * 2)
+    net.extra = True  # the guard on the attribute fails: a new graph, with another output shape
+    with pytest.raises(RecompiledAtRun, match="traced a new graph at run"):
+        optimized(x)

@@ -42,6 +42,19 @@ def test_a_warm_compare_reads_the_reference_back_and_a_damaged_entry_is_rebuilt(
     assert len(_entries(tmp_path)) == 1  # deleted, then written anew
 
 
+def test_latency_on_and_off_share_the_oracle_entry(tmp_path: Path) -> None:
+    """Only input set 0 is judged, so the key digests set 0: a compare timed on three input
+    sets reads back the reference a --no-latency compare stored."""
+    cold = _compare(tmp_path)
+    lat = compstack.LatencyConfig(warmup=0, min_runs=1, min_time_s=0.0, max_runs=2, input_sets=3)
+    opts = CompareOptions(targets=["ort-cpu"], latency=lat, executor="inline")
+    timed = compstack.compare("zoo:cnn", ["ort-cpu"], options=opts, cache_dir=tmp_path / "cache",
+                              db=tmp_path / "db.sqlite")
+    assert "cached" not in cold.reference and timed.reference.get("cached") is True
+    assert timed.results[0].status == "ok" and timed.results[0].latency_ms is not None
+    assert len(_entries(tmp_path)) == 1
+
+
 def test_no_cache_writes_no_oracle_entry(tmp_path: Path) -> None:
     _compare(tmp_path, cache=False)
     assert _entries(tmp_path) == []

@@ -7,7 +7,7 @@ eager float64 run of a large model); a warm compare or sweep of the same model r
 back instead (the ``oracle`` kind of :mod:`compstack.core.store`).
 
 Key (:func:`compstack.core.store.key`): the fingerprint of the model the stacks got, a
-SHA-256 of the input sets (names, dtypes, shapes, bytes), the reference target and its
+SHA-256 of input set 0 (names, dtypes, shapes, bytes; the only set judged), the reference target and its
 options, what the entry holds; with compstack's version and the versions of the packages
 that compute it (onnx and numpy, torch for the eager reference). An entry is a folder
 published once, its files checked against their manifest before every read
@@ -93,7 +93,7 @@ class OracleCache:
         cache_dir: the store root; None turns the cache off (``--no-cache``): every
             method then misses and writes nothing.
         fingerprint: the fingerprint of the model the stacks got.
-        digest: :func:`inputs_digest` of its input sets.
+        digest: :func:`inputs_digest` of its input set 0 (the set judged).
         target, options: the reference target and its options; off unless :func:`cacheable`.
         outputs: the model's output names: stored reference outputs must have exactly these.
         custom_ops: the model has registered custom ops, whose Python references can change
@@ -117,10 +117,15 @@ class OracleCache:
     @classmethod
     def for_model(cls, cache_dir: str | Path | None, fingerprint: str, sets: Sequence[Mapping[str, np.ndarray]],
                   target: str, options: Mapping[str, str], model: Any, op_origins: Sequence[str]) -> "OracleCache":
-        """The entries of ``model`` (an ``onnx_ir.Model``: its output names) on its input
-        ``sets``, with ``fingerprint`` the stack model's; ``op_origins``: the job's custom-op
-        origins (any: off)."""
-        return cls(cache_dir, fingerprint, inputs_digest(sets), target, options,
+        """The entries of ``model`` (an ``onnx_ir.Model``: its output names) on input set 0
+        of ``sets``, with ``fingerprint`` the stack model's; ``op_origins``: the job's
+        custom-op origins (any: off).
+
+        Only set 0 is judged (every job's outputs and the oracle's floor and findings come
+        from it; latency's further sets are only timed), so the key digests set 0 alone: a
+        compare with latency on (more sets) reads the entries one with ``--no-latency`` wrote.
+        """
+        return cls(cache_dir, fingerprint, inputs_digest(sets[:1]), target, options,
                    [v.name or "" for v in model.graph.outputs], custom_ops=bool(op_origins))
 
     def _key(self, what: str) -> str:

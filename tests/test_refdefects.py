@@ -138,9 +138,30 @@ def test_averagepool_ceil_mode_window_divides_by_the_input_and_pads_it_covers() 
     np.testing.assert_allclose(_both(m, np.array([[[1.0, 2.0, 3.0]]]))[0].ravel(), [0.5, 2.5])
 
 
+def test_maxpool_stride_1_with_pads_is_the_max_over_each_window() -> None:
+    # x = [[1, 2, 3], [4, 5, 6], [7, 8, 9]], kernel 3, stride 1, pads 1, ceil_mode (GoogLeNet's
+    # MaxPool2d(3, 1, 1, ceil_mode=True)): each output is the max of the 3x3 neighbourhood inside x,
+    # 3x3 out; onnx 1.23's reference returns 5x5.
+    m = _model("MaxPool", 20, [[1, 1, 3, 3]], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1], ceil_mode=1)
+    fixed, raw = _both(m, np.arange(1.0, 10.0).reshape(1, 1, 3, 3))
+    assert fixed.shape == (1, 1, 3, 3) and fixed.ravel().tolist() == [5, 6, 6, 8, 9, 9, 8, 9, 9]
+    assert raw is not None and raw.shape == (1, 1, 5, 5)  # the defect, in this onnx
+    # 1-D, x = [1, 5, 2, 4, 3], kernel 3, stride 1, pads 1, floor mode: windows [-, 1, 5], [1, 5, 2],
+    # [5, 2, 4], [2, 4, 3], [4, 3, -] -> [5, 5, 5, 4, 4]; onnx 1.23's reference raises IndexError.
+    m = _model("MaxPool", 20, [[1, 1, 5]], kernel_shape=[3], strides=[1], pads=[1, 1])
+    x = np.array([[[1.0, 5.0, 2.0, 4.0, 3.0]]])
+    assert ReferenceEvaluator(m, new_ops=corrected_ops(m)).run(None, {"x0": x})[0].ravel().tolist() == [5, 5, 5, 4, 4]
+    with pytest.raises(IndexError):
+        ReferenceEvaluator(m).run(None, {"x0": x})
+    # ceil mode drops a window that would start in the end pad: [3, 1, 4, 1, 5] padded [-, 3, 1, 4, 1, 5, -],
+    # kernel 2, stride 2: ceil((7 - 2) / 2) + 1 = 4 windows, the 4th would start at 6 (the end pad): [3, 4, 5].
+    m = _model("MaxPool", 20, [[1, 1, 5]], kernel_shape=[2], strides=[2], pads=[1, 1], ceil_mode=1)
+    assert _both(m, np.array([[[3.0, 1.0, 4.0, 1.0, 5.0]]]))[0].ravel().tolist() == [3, 4, 5]
+
+
 def test_every_entry_is_tested_here() -> None:
     assert {d.op for d in DEFECTS} == {"Softmax", "LogSoftmax", "Hardmax", "LpNormalization", "LRN", "Mean",
-                                       "AveragePool"}
+                                       "AveragePool", "MaxPool"}
     assert all(d.why and d.fix and d.opsets[0] <= d.opsets[1] for d in DEFECTS)
 
 

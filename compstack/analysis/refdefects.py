@@ -119,20 +119,63 @@ def _pool_axis(size: int, kernel: int, stride: int, dilation: int, pad_b: int, p
     return member, ((pos >= -pad_b) & (pos < size + pad_e)).sum(1)
 
 
-def _average_pool(x: np.ndarray, **attrs: Any) -> np.ndarray:
+def _auto_pad(attrs: dict[str, Any]) -> str:
     auto = attrs.get("auto_pad", b"NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+    return auto.decode() if isinstance(auto, bytes) else str(auto)
+
+
+def _alone(op: str, x: np.ndarray, attrs: dict[str, Any], outputs: int = 1) -> tuple[np.ndarray, ...]:
+    """``onnx.reference``'s own ``op`` on ``x``: the cases an entry leaves to the evaluator."""
+    from onnx.reference import ReferenceEvaluator
+
+    t = onnx.helper.np_dtype_to_tensor_dtype(x.dtype)
+    names = ["y", "indices"][:outputs]
+    graph = onnx.helper.make_graph([onnx.helper.make_node(op, ["x"], names, **attrs)], "pool",
+                                   [onnx.helper.make_tensor_value_info("x", t, list(x.shape))],
+                                   [onnx.helper.make_tensor_value_info(n, 0, None) for n in names])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 22)])
+    return tuple(np.asarray(v) for v in ReferenceEvaluator(model).run(None, {"x": x}))
+
+
+def _max_pool(x: np.ndarray, _outputs: int = 1, **attrs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
+    """MaxPool (Operators.md#MaxPool): the maximum over each window, pads never chosen.
+
+    Computed here for explicit or no pads without an ``Indices`` output; ``auto_pad=SAME_*``
+    and ``Indices`` are ``onnx.reference``'s own. Max is separable, so each spatial
+    axis is reduced in turn: pad with the dtype's lowest value (``-inf`` for floats) to the
+    length the last window needs, take the dilated windows at the stride, reduce.
+    Output length as :func:`_pool_axis`'s (windows that would start in the end pad are dropped).
+    """
+    auto = _auto_pad(attrs)
+    if auto not in ("NOTSET", "VALID") or _outputs > 1:
+        out = _alone("MaxPool", x, attrs, _outputs)
+        return out if _outputs > 1 else out[0]
+    k = [int(v) for v in attrs["kernel_shape"]]
+    nd = len(k)
+    pads = [int(v) for v in attrs.get("pads", [0] * 2 * nd)] if auto == "NOTSET" else [0] * 2 * nd
+    strides = [int(v) for v in attrs.get("strides", [1] * nd)]
+    dil = [int(v) for v in attrs.get("dilations", [1] * nd)]
+    low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    ceil = bool(int(attrs.get("ceil_mode", 0)))
+    y = x
+    for d in range(nd):
+        ax, size, span = 2 + d, x.shape[2 + d], (k[d] - 1) * dil[d] + 1
+        n = len(_pool_axis(size, k[d], strides[d], dil[d], pads[d], pads[nd + d], ceil)[1])
+        need = (n - 1) * strides[d] + span  # the padded length the last window reaches
+        width = [(0, 0)] * y.ndim
+        width[ax] = (pads[d], max(0, need - size - pads[d]))
+        padded = np.take(np.pad(y, width, constant_values=low), np.arange(need), axis=ax)
+        windows = np.lib.stride_tricks.sliding_window_view(padded, span, axis=ax)[..., ::dil[d]]
+        y = np.take(windows, np.arange(n) * strides[d], axis=ax).max(axis=-1)
+    return y.astype(x.dtype)
+
+
+def _average_pool(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    auto = _auto_pad(attrs)
     k = [int(v) for v in attrs["kernel_shape"]]
     nd = len(k)
     if auto not in ("NOTSET", "VALID"):  # SAME_* pads are left to the evaluator
-        from onnx.reference import ReferenceEvaluator
-
-        t = onnx.helper.np_dtype_to_tensor_dtype(x.dtype)
-        graph = onnx.helper.make_graph([onnx.helper.make_node("AveragePool", ["x"], ["y"], **attrs)], "pool",
-                                       [onnx.helper.make_tensor_value_info("x", t, list(x.shape))],
-                                       [onnx.helper.make_tensor_value_info("y", t, None)])
-        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 22)])
-        return np.asarray(ReferenceEvaluator(model).run(None, {"x": x})[0])  # type: ignore[index]  # a list
+        return _alone("AveragePool", x, attrs)[0]
     pads = [int(v) for v in attrs.get("pads", [0] * 2 * nd)] if auto == "NOTSET" else [0] * 2 * nd
     strides = [int(v) for v in attrs.get("strides", [1] * nd)]
     dil = [int(v) for v in attrs.get("dilations", [1] * nd)]
@@ -174,11 +217,18 @@ DEFECTS: tuple[Defect, ...] = (
            "the window's sum over the input divided by its positions inside the input and its explicit pads "
            "(PyTorch's AvgPool and ONNX Runtime; Operators.md#AveragePool: count_include_pad counts pad "
            "pixels, and a ceil-mode overhang is no pad); auto_pad SAME_* left to the evaluator"),
+    Defect("MaxPool", (1, 99), "every stride 1 with pads (the evaluator's common-pool path): with "
+           "ceil_mode=1 each output axis is longer by its pads (28x28, kernel 3, pads 1: 30x30 instead of "
+           "28x28; torchvision GoogLeNet's MaxPool2d(3, 1, padding=1, ceil_mode=True)); 1-D and 3-D pools "
+           "raise IndexError even with ceil_mode=0",
+           "the maximum over each window, pads never chosen, with the output length of Operators.md#MaxPool "
+           "(floor or ceil; in ceil mode windows that would start in the end pad are dropped: PyTorch and "
+           "ONNX Runtime); auto_pad SAME_* and an Indices output left to the evaluator"),
 )
 
-_IMPL: dict[str, Callable[..., np.ndarray]] = {
+_IMPL: dict[str, Callable[..., Any]] = {
     "Softmax": _softmax, "LogSoftmax": _log_softmax, "Hardmax": _hardmax, "LpNormalization": _lp_norm,
-    "LRN": _lrn, "Mean": _mean, "AveragePool": _average_pool,
+    "LRN": _lrn, "Mean": _mean, "AveragePool": _average_pool, "MaxPool": _max_pool,
 }
 
 
@@ -206,12 +256,15 @@ def _op_class(name: str) -> type:
 
     impl = _IMPL[name]
 
-    def _run(self: Any, *xs: Any, **_linked: Any) -> tuple[np.ndarray]:
+    def _run(self: Any, *xs: Any, **_linked: Any) -> tuple[np.ndarray, ...]:
         # The node's own attributes only: the evaluator would fill absent ones from the
         # newest schema (Softmax-13's axis=-1), not from the model's opset; the
         # implementations carry the old opsets' defaults.
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in self.onnx_node.attribute}
-        return (impl(*[np.asarray(x) for x in xs], **attrs),)
+        if name == "MaxPool":  # its optional Indices output: left to the evaluator
+            attrs["_outputs"] = len([o for o in self.onnx_node.output if o])
+        out = impl(*[np.asarray(x) for x in xs], **attrs)
+        return out if isinstance(out, tuple) else (out,)
 
     return type(name, (OpRun,), {"op_domain": "", "_run": _run})
 

@@ -80,6 +80,23 @@ def test_constructor_builds_at_recorded_size(name: str) -> None:
     assert list(inspect.signature(wrapper.forward).parameters)[1:] == [i.name for i in spec.inputs]
 
 
+def test_torchvision_layouts_have_torchvisions_published_parameter_counts() -> None:
+    """SqueezeNet 1.1 and GoogLeNet are written out in compstack; their counts must be the
+    ``num_params`` of torchvision's model docs (squeezenet1_1, googlenet), and they must
+    map an image to 1000 logits."""
+    torch = pytest.importorskip("torch")
+    from compstack.frontends.zoo._real_build import construct, count_params
+
+    published = {"squeezenet-1.1": 1_235_496, "googlenet": 6_624_904}
+    for name, n in published.items():
+        assert count_params(construct(name, device="meta")) == n, name
+        model = construct(name)
+        with torch.no_grad():
+            out = model(torch.rand(1, 3, 224, 224))
+        assert tuple(out.shape) == (1, 1000) and bool(torch.isfinite(out).all()), name
+        assert float(out.std()) > 1e-3, name  # the init keeps a usable scale at the logits
+
+
 def test_example_inputs_match_the_metadata() -> None:
     torch = pytest.importorskip("torch")
     from compstack.frontends.zoo._real_build import _inputs

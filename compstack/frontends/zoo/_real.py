@@ -1,7 +1,8 @@
 """The ``tier: real`` zoo: metadata of real architectures at their published size.
 
 Each :class:`RealSpec` names the library constructor (a ``transformers`` or ``diffusers``
-config class and model class, or one of compstack's own modules for DLRM and the LSTM LM),
+config class and model class, or one of compstack's own modules: DLRM, the LSTM LM, and
+SqueezeNet 1.1 and GoogLeNet in torchvision's layout),
 the config that gives the published size, the example inputs and the exact parameter count
 (``sum(p.numel() for p in model.parameters())``, computed once on ``torch.device("meta")``
 and checked by ``tests/test_zoo_real.py``). Reading this module imports nothing but the
@@ -15,8 +16,10 @@ fails to import beside torch 2.13+cpu. Most CNN families come from ``transformer
 MobileNet V1/V2, EfficientNet, ConvNeXt, RegNet, BiT, DeepLabV3 heads); MobileNet V3,
 DenseNet, Inception, ResNeXt, GhostNet, VGG, MLP-Mixer and MaxViT come from ``timm``
 (``timm.create_model(name, pretrained=False)``), installed with ``--no-deps`` and imported
-through :mod:`compstack.frontends.zoo._timm`. SqueezeNet, GoogLeNet and torchvision's
-detection and segmentation heads exist only in torchvision and are left out.
+through :mod:`compstack.frontends.zoo._timm`. SqueezeNet 1.1 and GoogLeNet exist only in
+torchvision, so compstack writes them out in torchvision's layout (their parameter counts
+equal torchvision's published ones); torchvision's detection and segmentation heads (FCN,
+SSDlite, RetinaNet) are left out: DeepLabV3, SegFormer, DETR and YOLOS come from transformers.
 """
 
 from __future__ import annotations
@@ -51,8 +54,8 @@ class RealSpec:
         library: the distribution whose constructor builds it (``transformers``,
             ``diffusers``, ``timm``, ``torch``); its version is read at build time.
         model: the model class in that library (``ResNetModel``), timm's model name
-            (``densenet121``), or ``compstack:dlrm`` / ``compstack:lstm_lm`` for
-            compstack's own modules.
+            (``densenet121``), or ``compstack:NAME`` for compstack's own modules (``dlrm``,
+            ``lstm_lm``, ``squeezenet``, ``googlenet``).
         config: the config class (``ResNetConfig``); ``""`` for diffusers and own modules.
         kwargs: config (or diffusers ``__init__``) keyword arguments: the published size.
         inputs: the example inputs, batch 1.
@@ -292,6 +295,10 @@ _OTHER: list[RealSpec] = [
              {"vocab": 33278, "dim": 650, "layers": 2, "tie": True},
              (RealInput("input_ids", (1, 35), "int64", 0, 33278),), "logits", 0,
              "PyTorch word_language_model medium LSTM (Zaremba 2014; WikiText-2 vocab), bptt 35"),
+    RealSpec("squeezenet-1.1", "cnn", "torch", "compstack:squeezenet", "", {}, _img(), "logits", 0,
+             "SqueezeNet 1.1 (Iandola 2016), torchvision squeezenet1_1 layout", call="positional"),
+    RealSpec("googlenet", "cnn", "torch", "compstack:googlenet", "", {}, _img(), "logits", 0,
+             "GoogLeNet (Szegedy 2015), torchvision googlenet layout, no aux heads", call="positional"),
 ]
 
 #: timm entries: (zoo name, family, timm name, image size, the published model).
@@ -391,6 +398,8 @@ _PARAMS: dict[str, int] = {
     "sd-unet": 859520964,
     "dlrm-small": 166899521,
     "lstm-lm": 28434378,
+    "squeezenet-1.1": 1235496,
+    "googlenet": 6624904,
     "sd-vae-decoder": 49490199,
     "mobilenet-v3-large": 5483032,
     "mobilenet-v3-small": 2542856,

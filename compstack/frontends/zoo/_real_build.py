@@ -20,6 +20,7 @@ from compstack.core.errors import UserError
 from compstack.frontends.zoo._common import Built, seeded
 from compstack.frontends.zoo._real import REAL, RealSpec
 from compstack.frontends.zoo._timm import TIMM_PIN, import_timm
+from compstack.frontends.zoo._tv_layouts import googlenet_class, squeezenet_class
 
 __all__ = ["build", "construct", "count_params", "library_version"]
 
@@ -223,7 +224,8 @@ def _wrapper(names: tuple[str, ...]) -> Any:
 
 @functools.cache
 def _own() -> dict[str, Any]:
-    """compstack's own real-size modules: a DLRM-style recommender and an LSTM LM."""
+    """compstack's own real-size modules: a DLRM-style recommender, an LSTM LM, and
+    SqueezeNet 1.1 and GoogLeNet (:mod:`._tv_layouts`)."""
     import torch
     from torch import nn
 
@@ -267,4 +269,5 @@ def _own() -> dict[str, Any]:
         def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
             return self.out(self.lstm(self.emb(input_ids))[0])
 
-    return {"dlrm": DLRM, "lstm_lm": LstmLM}
+    return {"dlrm": DLRM, "lstm_lm": LstmLM, "squeezenet": squeezenet_class(), "googlenet": googlenet_class()}
+

@@ -47,6 +47,7 @@ import os
 import platform
 import re
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
@@ -349,17 +350,19 @@ class Store:
         return final
 
     def evict(self, kind: str, k: str) -> None:
-        """Delete an entry (folder or record; a missing one, or another user's, is left)."""
+        """Delete an entry (folder or record; a missing one, or another user's, is left). A
+        link or device in an entry's place is unlinked itself; what it names is never touched."""
         path = self.entry(kind, k)
-        if path.is_symlink() or (path.exists() and path.lstat().st_uid != os.geteuid()):
-            return
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
+        try:
+            st = path.lstat()
+            if st.st_uid != os.geteuid():
+                return
+            if stat.S_ISDIR(st.st_mode):  # a real folder (lstat: a link to one is not)
+                shutil.rmtree(path, ignore_errors=True)
+            else:
                 path.unlink()
-            except OSError:
-                pass
+        except OSError:
+            pass
 
     # ---- record entries ------------------------------------------------------------
 
@@ -403,10 +406,8 @@ class Store:
         if not isinstance(stamp, dict) or stamp.get("sha256") != hashlib.sha256(canonical_json(doc)).hexdigest():
             self.evict(kind, k)
             return None, f"corrupt cache record {path} (altered or not compstack's); rebuilt"
-        try:
+        with contextlib.suppress(OSError):
             os.utime(path)
-        except OSError:
-            pass
         return doc, ""
 
     # ---- housekeeping --------------------------------------------------------------
@@ -462,10 +463,8 @@ class Store:
             shutil.rmtree(info.path, ignore_errors=True)
             (info.path.parent / f"{info.path.name}.seal.json").unlink(missing_ok=True)
         else:
-            try:
+            with contextlib.suppress(OSError):
                 info.path.unlink()
-            except OSError:
-                pass
 
     def prune(self, older_than_s: float | None = None, max_bytes: int | None = None, now: float | None = None,
               kinds: tuple[str, ...] | None = None, keep: Callable[[EntryInfo], bool] | None = None) -> list[EntryInfo]:

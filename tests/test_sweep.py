@@ -285,6 +285,10 @@ def test_cli_sweep_tier_and_dashboard_file(tmp_path: Path, isolated_env: Path) -
     assert p.returncode == 2 and "give no models or --tier" in p.stderr
     p = run_cli("sweep", "--last", "--no-cache-results")
     assert p.returncode == 2 and "--no-cache-results applies to running a sweep" in p.stderr
+    for flag in (["--targets", "ort-cpu"], ["--no-latency"], ["--rtol", "0"], ["--reference", "ort-cpu"]):
+        p = run_cli("sweep", "--last", *flag)  # a run's flag beside --last was silently ignored
+        assert p.returncode == 2 and f"sweep --last: {flag[0]} applies to running a sweep" in p.stderr, flag
+    assert "--save-inputs" not in run_cli("sweep", "--help").stdout  # sweep refuses it, so --help hides it
 
 
 def test_sweep_rows_are_judged_as_compare_judges_them(tmp_path: Path, isolated_env: Path) -> None:

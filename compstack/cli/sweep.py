@@ -228,6 +228,8 @@ def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, exec
         compstack sweep --tier real --targets cpu --no-latency --resume -o dash.html
         compstack sweep --last --matrix
     """
+    if last or matrix:
+        _refuse_run_flags(click.get_current_context(), "--last" if last else "--matrix")
     flags = SweepFlags(baseline, executor, ray_address, n_jobs, resume, last, matrix, tier, out, bundle_faults,
                        cache_max_size, cache_results)
     summary = cli_sweep(list(models), targets_spec, flags, model_flags, run_flags)
@@ -246,3 +248,31 @@ def sweep(models: tuple[str, ...], targets_spec: str, baseline: str | None, exec
             click.echo(f"wrote {d['path']} ({d['bytes'] / 1024:.1f} KiB): the dashboard, baseline {d['baseline']}")
     if any(c["status"] in BAD for cells in summary["matrix"].values() for c in cells.values()):
         sys.exit(1)
+
+
+#: What applies to showing a stored sweep (--last): which one (--db), how (--matrix, --json), and
+#: its dashboard (-o, --baseline). Every other flag runs a sweep.
+_SHOW_FLAGS = frozenset({"last", "matrix", "db", "as_json", "out", "baseline"})
+
+
+def _refuse_run_flags(ctx: click.Context, used: str) -> None:
+    """Bad input: a flag given on the command line beside ``--last`` that only a run uses.
+
+    Raises:
+        UserError: names the first such flag (one line, exit 2); models and ``--tier`` get
+            :func:`cli_sweep`'s own message.
+    """
+    from click.core import ParameterSource
+
+    for param in ctx.command.params:
+        if param.name in _SHOW_FLAGS or param.name == "tier" or not isinstance(param, click.Option):
+            continue
+        if ctx.get_parameter_source(param.name or "") is ParameterSource.COMMANDLINE:
+            off = param.secondary_opts and ctx.params.get(param.name or "") is False  # --no-cache-results
+            flag = param.secondary_opts[0] if off else param.opts[0]
+            raise UserError(f"sweep {used}: {flag} applies to running a sweep, not to showing a stored one")
+
+
+for _param in sweep.params:  # run_options' per-run files: sweep refuses them, so --help does not list them
+    if isinstance(_param, click.Option) and _param.name in ("save_inputs", "save_outputs"):
+        _param.hidden = True

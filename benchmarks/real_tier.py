@@ -18,7 +18,9 @@ row the cold run judged is read back from the store (``stored``,
 :mod:`compstack.sweep._rowstore`). A second warm run with ``--no-cache-results`` runs every
 job again on the stored exports, reference outputs and artifacts (XLA, Inductor and
 TorchScript's native path trace and compile again). ``--resume`` makes a killed cold run go
-on where it stopped: run the same command again with the same ``--work`` folder.
+on where it stopped: run the same command again with the same ``--work`` folder; the cold
+figure is then also given summed over every sweep the cold database holds (each records its
+own start and end, an interrupted one too), so a run resumed after a kill still has its total.
 
 Usage:
     python3 benchmarks/real_tier.py                                 # the whole tier x every CPU stack
@@ -68,6 +70,15 @@ def _rows(db: Path, sweep_id: str) -> list[dict[str, Any]]:
         cur = conn.execute("SELECT target, status, stage, fault, compile_s, peak_rss_compile_mb, peak_rss_run_mb "
                            "FROM results WHERE sweep_id = ? AND target != 'reference'", (sweep_id,))
         return [dict(r) for r in cur.fetchall()]
+
+
+def _cold_sweeps(db: Path) -> list[dict[str, Any]]:
+    """Every sweep the cold database holds, oldest first: one per invocation of the cold run
+    (a killed run resumed with the same ``--work`` adds one). ``wall_s`` is ``ended - started``
+    of the sweep's own record (an interrupted sweep records its end too)."""
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT sweep_id, started, ended, status FROM sweeps ORDER BY started").fetchall()
+    return [{"sweep_id": i, "status": st, "wall_s": (e - s) if s and e else None} for i, s, e, st in rows]
 
 
 def _geo(xs: list[float]) -> float:
@@ -129,6 +140,9 @@ def main() -> int:
                               "cold_job_s": cold_jobs}
     if cold_id:
         result["per_target"] = summarize(_rows(work / "cold.sqlite", cold_id))
+    if (work / "cold.sqlite").exists():  # a cold run killed and resumed: its parts, and their sum
+        result["cold_sweeps"] = _cold_sweeps(work / "cold.sqlite")
+        result["cold_total_s"] = sum(p["wall_s"] or 0.0 for p in result["cold_sweeps"])
     if not args.no_warm:
         warm_db = work / f"warm-{int(time.time())}.sqlite"
         result["warm_s"], result["warm_exit"], _, result["warm_job_s"], result["warm_stored"] = _sweep(
@@ -142,6 +156,11 @@ def main() -> int:
         print(json.dumps(result, indent=1))
         return 0
     print(f"\n{len(models)} models x {args.targets}, --no-latency, {os.cpu_count()} CPUs")
+    parts = result.get("cold_sweeps", [])
+    if len(parts) > 1:
+        print(f"cold, over {len(parts)} sweeps in {work / 'cold.sqlite'} (resumed {len(parts) - 1} "
+              f"time(s)): {result['cold_total_s']:.1f} s in all; " +
+              ", ".join(f"{p['sweep_id']} {p['status']} {_fmt(p['wall_s'], '.1f')} s" for p in parts))
     print(f"cold: {cold_s:.1f} s (exit {cold_rc})" + (
         f"; warm: {result['warm_s']:.1f} s (x{result['warm_over_cold']:.3f} of cold, {result['warm_stored']} rows "
         f"read from the store); warm with --no-cache-results: {result['rerun_s']:.1f} s "

@@ -151,6 +151,42 @@ def test_the_second_oracle_catches_an_uncorrected_reference(tmp_path: Path, monk
     assert "(Softmax)" in row.error and "ort-cpu (opt_level=disable)" in row.error and row.outputs[0]["kind"] == "reference-suspect"
 
 
+CONV_SIN = """
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 3, 3)
+
+    def forward(self, x):
+        return torch.sin(self.conv(x))
+
+
+def build():
+    torch.manual_seed(0)
+    return Net().eval(), (torch.rand(1, 2, 6, 6),)
+"""
+
+
+def test_the_second_oracle_translates_the_float64_copy_of_a_pytorch_source(tmp_path: Path) -> None:
+    """ORT has no float64 Conv, so the cross-check of a PyTorch source falls to inductor-cpu under
+    aot_eager. It must run the translated float64 copy: on the native path it ran the user's module
+    (float32 weights) on float64 inputs, raised, and every such row said "not cross-checked"
+    (levit-128s in the real tier)."""
+    from compstack import targets as registry
+
+    if "faulty-sin" not in registry.names():
+        registry.register("faulty-sin", "faulty:WrongSinTarget")
+    (tmp_path / "convsin.py").write_text(CONV_SIN)
+    opts = CompareOptions(targets=["faulty-sin"], latency=None, cache=False, executor="inline")
+    row = compstack.compare(f"{tmp_path / 'convsin.py'}:build", ["faulty-sin"], options=opts,
+                            cache_dir=tmp_path / "cache", db=tmp_path / "db.sqlite").results[0]
+    assert row.status == "mismatch" and row.outputs[0]["kind"] == "wrong", (row.status, row.error)
+    assert "agrees with a second float64 oracle" in row.error and "inductor-cpu" in row.error, row.error
+
+
 @pytest.mark.slow
 def test_a_real_bug_stays_wrong_and_the_reference_was_cross_checked(tmp_path: Path) -> None:
     scales = onnx.numpy_helper.from_array(np.array([1, 1, 0.6, 0.6], np.float32), "scales")

@@ -90,7 +90,7 @@ _TABLE: tuple[TargetEntry, ...] = (
     TargetEntry("xla-cuda", "compstack.targets.xla.target:XlaCudaTarget", "cuda",
                 caps={"custom_op_support": {"": "no: the FFI handlers are registered for the CPU platform only"}}),
     TargetEntry("inductor-cpu", "compstack.targets.inductor.target:InductorCpuTarget", "cpu",
-                roles={"ops-test": {}, "second-oracle": {"backend": "aot_eager"},
+                roles={"ops-test": {}, "second-oracle": {"backend": "aot_eager", "path": "translated"},
                        "large-reference": {"backend": "aot_eager", "path": "translated", "precision": "float64"},
                        "large-floor": {"backend": "aot_eager", "path": "translated"}},
                 caps={"custom_op_support": {"cpu": "yes: torch.library custom op, an extern kernel for Inductor",

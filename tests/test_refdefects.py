@@ -159,9 +159,32 @@ def test_maxpool_stride_1_with_pads_is_the_max_over_each_window() -> None:
     assert _both(m, np.array([[[3.0, 1.0, 4.0, 1.0, 5.0]]]))[0].ravel().tolist() == [3, 4, 5]
 
 
+def test_erf_hardswish_and_gelu_are_float64_in_a_float64_evaluation() -> None:
+    # erf(0.5) = 0.5204998778130465 (tables; Python's math.erf agrees to the last digit); onnx 1.23's
+    # reference rounds it to float32: 0.52049989...
+    m = _model("Erf", 20, [[1]])
+    fixed, raw = _both(m, np.array([0.5]))
+    assert fixed[0] == 0.5204998778130465 and raw is not None and raw[0] != fixed[0] and abs(raw[0] - fixed[0]) < 1e-7
+    # HardSwish(1) = 1 * (1/6 + 1/2) = 2/3 exactly in float64; alpha as a float32 attribute gives 0.66666667163.
+    m = _model("HardSwish", 20, [[2]])
+    fixed, raw = _both(m, np.array([1.0, -1.0]))
+    np.testing.assert_allclose(fixed, [2 / 3, -1 / 3], rtol=1e-15)
+    assert raw is not None and abs(raw[0] - 2 / 3) > 1e-9
+    # Gelu(-2.5) = 0.5 * -2.5 * (1 + erf(-2.5 / sqrt 2)) = -1.25 * erfc(1.7677669529663687) = -0.015524...:
+    # 1 + erf cancels, so the float32-rounded erf costs about 1e-6 relative.
+    m = _model("Gelu", 20, [[1]])
+    fixed, raw = _both(m, np.array([-2.5]))
+    want = -1.25 * math.erfc(2.5 / math.sqrt(2.0))
+    assert abs(fixed[0] - want) <= 1e-13 * abs(want) and raw is not None  # 1 + erf cancels: ~80x eps and abs(raw[0] - want) > 1e-7 * abs(want)
+    # the tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) at x = 1.7
+    m = _model("Gelu", 20, [[1]], approximate="tanh")
+    want = 0.5 * 1.7 * (1 + math.tanh(math.sqrt(2 / math.pi) * (1.7 + 0.044715 * 1.7**3)))
+    assert abs(_both(m, np.array([1.7]))[0][0] - want) <= 1e-15 * want
+
+
 def test_every_entry_is_tested_here() -> None:
     assert {d.op for d in DEFECTS} == {"Softmax", "LogSoftmax", "Hardmax", "LpNormalization", "LRN", "Mean",
-                                       "AveragePool", "MaxPool"}
+                                       "AveragePool", "MaxPool", "Erf", "HardSwish", "Gelu"}
     assert all(d.why and d.fix and d.opsets[0] <= d.opsets[1] for d in DEFECTS)
 
 

@@ -119,6 +119,32 @@ def _pool_axis(size: int, kernel: int, stride: int, dilation: int, pad_b: int, p
     return member, ((pos >= -pad_b) & (pos < size + pad_e)).sum(1)
 
 
+def _erf_f64(x: np.ndarray) -> np.ndarray:
+    """erf of every element, in float64 (``math.erf``), whatever ``x``'s dtype."""
+    return np.vectorize(math.erf, otypes=[np.float64])(np.asarray(x, np.float64))
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return _erf_f64(x).astype(x.dtype)
+
+
+def _hard_swish(x: np.ndarray) -> np.ndarray:
+    """``x * max(0, min(1, x / 6 + 1/2))`` in ``x``'s dtype (Operators.md#HardSwish: alpha = 1/6)."""
+    t = x.dtype.type
+    return (x * np.clip(x / t(6) + t(0.5), t(0), t(1))).astype(x.dtype)
+
+
+def _gelu(x: np.ndarray, approximate: Any = b"none") -> np.ndarray:
+    """Operators.md#Gelu: ``0.5 x (1 + erf(x / sqrt(2)))``, or with ``approximate="tanh"``
+    ``0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))``, in ``x``'s dtype (erf in float64)."""
+    mode = approximate.decode() if isinstance(approximate, bytes) else str(approximate)
+    t = x.dtype.type
+    if mode == "tanh":
+        inner = t(math.sqrt(2.0 / math.pi)) * (x + t(0.044715) * x * x * x)
+        return (t(0.5) * x * (t(1) + np.tanh(inner))).astype(x.dtype)
+    return (t(0.5) * x * (t(1) + _erf(x / t(math.sqrt(2.0))))).astype(x.dtype)
+
+
 def _auto_pad(attrs: dict[str, Any]) -> str:
     auto = attrs.get("auto_pad", b"NOTSET")
     return auto.decode() if isinstance(auto, bytes) else str(auto)
@@ -217,6 +243,17 @@ DEFECTS: tuple[Defect, ...] = (
            "the window's sum over the input divided by its positions inside the input and its explicit pads "
            "(PyTorch's AvgPool and ONNX Runtime; Operators.md#AveragePool: count_include_pad counts pad "
            "pixels, and a ceil-mode overhang is no pad); auto_pad SAME_* left to the evaluator"),
+    Defect("Erf", (9, 99), "rounds every result to float32 (np.vectorize(math.erf, otypes=['f'])), in a "
+           "float64 evaluation too: a relative error up to 6e-8, amplified by Gelu's 1 + erf(x) near x = -2",
+           "math.erf in float64, cast to the input's dtype (Operators.md#Erf)"),
+    Defect("HardSwish", (14, 99), "a function op: its body is HardSigmoid with alpha = 1/6 as a float "
+           "attribute, i.e. float32 0.16666667163, so a float64 evaluation errs by up to 1.5e-7 relative "
+           "per HardSwish (LeViT, MobileNetV3)",
+           "x * max(0, min(1, x / 6 + 1/2)) in the input's dtype (Operators.md#HardSwish: alpha = 1/6, beta = 1/2)"),
+    Defect("Gelu", (20, 99), "a function op: its body's Erf rounds to float32 (above) and its tanh form's "
+           "constants are float32, so a float64 evaluation errs by up to 1e-6 relative where 1 + erf cancels",
+           "0.5 x (1 + erf(x / sqrt(2))), or 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) for "
+           "approximate=tanh, in the input's dtype with erf in float64 (Operators.md#Gelu)"),
     Defect("MaxPool", (1, 99), "every stride 1 with pads (the evaluator's common-pool path): with "
            "ceil_mode=1 each output axis is longer by its pads (28x28, kernel 3, pads 1: 30x30 instead of "
            "28x28; torchvision GoogLeNet's MaxPool2d(3, 1, padding=1, ceil_mode=True)); 1-D and 3-D pools "
@@ -229,6 +266,7 @@ DEFECTS: tuple[Defect, ...] = (
 _IMPL: dict[str, Callable[..., Any]] = {
     "Softmax": _softmax, "LogSoftmax": _log_softmax, "Hardmax": _hardmax, "LpNormalization": _lp_norm,
     "LRN": _lrn, "Mean": _mean, "AveragePool": _average_pool, "MaxPool": _max_pool,
+    "Erf": _erf, "HardSwish": _hard_swish, "Gelu": _gelu,
 }
 
 

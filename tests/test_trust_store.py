@@ -138,3 +138,19 @@ def test_a_link_inside_the_entry_is_no_escape_one_outside_is_refused(tmp_path: P
     (tmp_path / "elsewhere").mkdir()
     (entry / "out").symlink_to(tmp_path / "elsewhere")
     assert "is a symbolic link to a folder" in store_problem(root, entry)
+
+
+def test_a_link_in_a_folder_entrys_place_is_unlinked_and_the_entry_rebuilt(tmp_path: Path) -> None:
+    """A link where an entry's folder should be is refused, then unlinked (never followed): what it
+    names is untouched and the next publish puts a real entry in its place. Before, it was refused
+    on every run and never rebuilt."""
+    store = Store(tmp_path / "store")
+    folder = _entry(store, "oracle", "k1")
+    copy = tmp_path / "copy"
+    folder.rename(copy)
+    folder.symlink_to(copy)
+    entry, why = store.lookup("oracle", "k1")
+    assert entry is None and "refused" in why
+    assert not folder.is_symlink() and not folder.exists() and (copy / "model.so").read_bytes() == b"\x7fELF..."
+    _entry(store, "oracle", "k1")
+    assert store.lookup("oracle", "k1")[0] is not None

@@ -146,7 +146,7 @@ def host_id() -> str:
             elif line.startswith("flags") and not flags:
                 flags = line.split(":", 1)[1].strip()
     except OSError:
-        pass
+        pass  # no /proc: the machine and no CPU model
     return f"{platform.machine()}|{model}|{hashlib.sha256(flags.encode()).hexdigest()[:8]}"
 
 
@@ -277,15 +277,15 @@ class Store:
             return None, ""
         refused, why = self.refused(kind, folder)
         if refused:
+            if folder.is_symlink():  # a link in the entry's place: unlinked (never followed), so it is rebuilt
+                self.evict(kind, k)
             return None, why
         meta, problem = check_manifest(folder)
         if meta is None:
             self.evict(kind, k)
             return None, f"corrupt cache entry {folder} ({problem}); rebuilt"
-        try:
+        with contextlib.suppress(OSError):  # a read-only store still serves hits
             os.utime(folder / MANIFEST)
-        except OSError:
-            pass  # a read-only store still serves hits
         return Entry(folder, meta), ""
 
     def verify(self, kind: str, k: str) -> dict[str, Any] | None:

@@ -157,6 +157,23 @@ def test_maxpool_stride_1_with_pads_is_the_max_over_each_window() -> None:
     # kernel 2, stride 2: ceil((7 - 2) / 2) + 1 = 4 windows, the 4th would start at 6 (the end pad): [3, 4, 5].
     m = _model("MaxPool", 20, [[1, 1, 5]], kernel_shape=[2], strides=[2], pads=[1, 1], ceil_mode=1)
     assert _both(m, np.array([[[3.0, 1.0, 4.0, 1.0, 5.0]]]))[0].ravel().tolist() == [3, 4, 5]
+    # auto_pad=SAME_LOWER, 1..7, kernel 3, stride 2: ceil(7 / 2) = 4 outputs, (4 - 1) * 2 + 3 - 7 = 2 pads,
+    # one a side: [-, 1, 2], [2, 3, 4], [4, 5, 6], [6, 7, -] -> [2, 4, 6, 7]; onnx 1.23's reference: [3, 5, 7].
+    m = _model("MaxPool", 20, [[1, 1, 7]], kernel_shape=[3], strides=[2], auto_pad="SAME_LOWER")
+    fixed, raw = _both(m, np.arange(1.0, 8.0).reshape(1, 1, 7))
+    assert fixed.ravel().tolist() == [2, 4, 6, 7] and raw is not None and raw.ravel().tolist() != [2, 4, 6, 7]
+
+
+def test_maxpool_of_bfloat16_is_left_to_the_evaluator() -> None:
+    """bfloat16 (onnx's own NumPy dtype, kind 'V') has no lowest value for the pads: the
+    evaluator's MaxPool runs it (the corrected one raised ValueError)."""
+    g = h.make_graph([h.make_node("Cast", ["a"], ["x"], to=T.BFLOAT16),
+                      h.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
+                      h.make_node("Cast", ["y"], ["b"], to=T.FLOAT)], "g",
+                     [h.make_tensor_value_info("a", T.FLOAT, [1, 1, 4, 4])], [h.make_tensor_value_info("b", T.FLOAT, None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 22)])
+    out = ReferenceEvaluator(m, new_ops=corrected_ops(m)).run(None, {"a": np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)})
+    assert out[0].ravel().tolist() == [5, 7, 13, 15]
 
 
 def test_erf_hardswish_and_gelu_are_float64_in_a_float64_evaluation() -> None:

@@ -166,21 +166,30 @@ def _alone(op: str, x: np.ndarray, attrs: dict[str, Any], outputs: int = 1) -> t
 def _max_pool(x: np.ndarray, _outputs: int = 1, **attrs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
     """MaxPool (Operators.md#MaxPool): the maximum over each window, pads never chosen.
 
-    Computed here for explicit or no pads without an ``Indices`` output; ``auto_pad=SAME_*``
-    and ``Indices`` are ``onnx.reference``'s own. Max is separable, so each spatial
-    axis is reduced in turn: pad with the dtype's lowest value (``-inf`` for floats) to the
-    length the last window needs, take the dilated windows at the stride, reduce.
-    Output length as :func:`_pool_axis`'s (windows that would start in the end pad are dropped).
+    Computed here for float16/32/64 and integer inputs without an ``Indices`` output; an
+    ``Indices`` output and other dtypes (bfloat16) are ``onnx.reference``'s own. Max is
+    separable, so each spatial axis is reduced in turn: pad with the dtype's lowest value
+    (``-inf`` for floats; a window wholly in the pads gives it) to the length the last window
+    needs, take the dilated windows at the stride, reduce. NaN propagates, as in PyTorch.
+    Output length as :func:`_pool_axis`'s (windows that would start in the end pad are
+    dropped); ``auto_pad=SAME_*`` pads ``(ceil(size / stride) - 1) * stride + span - size``
+    in all, the odd one at the end (``SAME_UPPER``) or the beginning (``SAME_LOWER``).
     """
-    auto = _auto_pad(attrs)
-    if auto not in ("NOTSET", "VALID") or _outputs > 1:
+    if _outputs > 1 or x.dtype.kind not in "fiu":
         out = _alone("MaxPool", x, attrs, _outputs)
         return out if _outputs > 1 else out[0]
+    auto = _auto_pad(attrs)
     k = [int(v) for v in attrs["kernel_shape"]]
     nd = len(k)
     pads = [int(v) for v in attrs.get("pads", [0] * 2 * nd)] if auto == "NOTSET" else [0] * 2 * nd
     strides = [int(v) for v in attrs.get("strides", [1] * nd)]
     dil = [int(v) for v in attrs.get("dilations", [1] * nd)]
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        for d in range(nd):
+            size = x.shape[2 + d]
+            total = max(0, (-(-size // strides[d]) - 1) * strides[d] + (k[d] - 1) * dil[d] + 1 - size)
+            small, big = total // 2, total - total // 2
+            pads[d], pads[nd + d] = (small, big) if auto == "SAME_UPPER" else (big, small)
     low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     ceil = bool(int(attrs.get("ceil_mode", 0)))
     y = x

@@ -289,6 +289,8 @@ def test_cli_sweep_tier_and_dashboard_file(tmp_path: Path, isolated_env: Path) -
         p = run_cli("sweep", "--last", *flag)  # a run's flag beside --last was silently ignored
         assert p.returncode == 2 and f"sweep --last: {flag[0]} applies to running a sweep" in p.stderr, flag
     assert "--save-inputs" not in run_cli("sweep", "--help").stdout  # sweep refuses it, so --help hides it
+    p = run_cli("sweep", "--last", "--baseline", "openvino-cpu")  # it set only the dashboard's: ignored without -o
+    assert p.returncode == 2 and "--baseline sets the dashboard's baseline; give -o" in p.stderr
 
 
 def test_sweep_rows_are_judged_as_compare_judges_them(tmp_path: Path, isolated_env: Path) -> None:

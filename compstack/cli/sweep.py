@@ -78,6 +78,9 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
         used = "--last" if flags.last else "--matrix"
         if models or flags.tier:
             raise UserError(f"sweep {used}: give no models or --tier (it shows the newest stored sweep)")
+        if flags.baseline and flags.out is None:
+            raise UserError(f"sweep {used}: --baseline sets the dashboard's baseline; give -o FILE.html too "
+                            "(the summary keeps the baseline the sweep ran with)")
         for flag, value in (("--resume", flags.resume), ("--cache-max-size", flags.cache_max_size),
                             ("--bundle-faults", flags.bundle_faults), ("--jobs", flags.n_jobs),
                             ("--no-cache-results", not flags.cache_results)):
@@ -195,7 +198,7 @@ def _executor(flags: SweepFlags) -> Any:
               help="Skip jobs the database already has (same model, target, options, versions) "
                    "that ended ok or deterministically failed.")
 @click.option("--last", is_flag=True, help="Show the newest stored sweep instead of running one.")
-@click.option("--matrix", is_flag=True, help="With --last: print its status matrix.")
+@click.option("--matrix", is_flag=True, help="The same as --last (its summary is the status matrix).")
 @click.option("--tier", type=click.Choice(["toy", "real", "all"]), default=None,
               help="Also sweep every zoo model of this tier (compstack zoo --tier TIER lists them).")
 @click.option("-o", "--output", "out", default=None, metavar="FILE.html",

@@ -219,3 +219,24 @@ def test_undefined_cast_that_no_output_sees_is_set_aside(tmp_path: Path) -> None
     assert any(n.startswith("undefined behaviour set aside: Cast: Cast of NaN/Inf") for n in row.notes), row.notes
     row = _row(tmp_path, _log_cast_where(tmp_path, False), feeds)
     assert row.status == "undefined" and "Cast of NaN/Inf or out-of-range values to int64" in row.error
+
+
+def test_a_stack_standing_in_for_a_failed_reference_says_its_row_judges_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The float64 reference failed, so ORT in float32 stood in: ORT's own row is then compared with
+    itself (exactly 0 error), and must say so rather than pass as an agreement."""
+    from compstack.targets.reference.target import ReferenceTarget
+
+    def broken(self, model):  # noqa: ANN001, ANN202
+        raise RuntimeError("reference evaluator broke")
+
+    monkeypatch.setattr(ReferenceTarget, "lower_impl", broken)
+    path, feeds = _softmax11(tmp_path)
+    opts = CompareOptions(targets=["ort-cpu", "openvino-cpu"], inputs=feeds, latency=None, cache=False, executor="inline")
+    rep = compstack.compare(str(path), ["ort-cpu", "openvino-cpu"], options=opts, cache_dir=tmp_path / "cache",
+                            db=tmp_path / "db.sqlite")
+    assert rep.reference["target"] == "ort-cpu" and rep.reference["fallback_from"] == "reference"
+    ort, ov = rep.results
+    assert ort.outputs[0]["max_abs_err"] == 0.0
+    assert any(n.startswith("this stack stood in as the reference (reference reference failed in lower") for n in ort.notes), ort.notes
+    assert not any(n.startswith("this stack stood in") for n in ov.notes)

@@ -266,10 +266,12 @@ DEFECTS: tuple[Defect, ...] = (
     Defect("MaxPool", (1, 99), "every stride 1 with pads (the evaluator's common-pool path): with "
            "ceil_mode=1 each output axis is longer by its pads (28x28, kernel 3, pads 1: 30x30 instead of "
            "28x28; torchvision GoogLeNet's MaxPool2d(3, 1, padding=1, ceil_mode=True)); 1-D and 3-D pools "
-           "raise IndexError even with ceil_mode=0",
+           "come out shorter or raise IndexError; auto_pad SAME_* with a stride above 1 gives too few outputs "
+           "(7x7, kernel 3, stride 2: 3x3 instead of 4x4) or raises",
            "the maximum over each window, pads never chosen, with the output length of Operators.md#MaxPool "
-           "(floor or ceil; in ceil mode windows that would start in the end pad are dropped: PyTorch and "
-           "ONNX Runtime); auto_pad SAME_* and an Indices output left to the evaluator"),
+           "(floor or ceil; in ceil mode windows that would start in the end pad are dropped; SAME_* pads "
+           "(ceil(size / stride) - 1) * stride + span - size: PyTorch and ONNX Runtime); an Indices output "
+           "and bfloat16 left to the evaluator"),
 )
 
 _IMPL: dict[str, Callable[..., Any]] = {

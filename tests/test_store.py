@@ -184,7 +184,9 @@ def test_cache_info_prune_clear(tmp_path: Path) -> None:
     pruned = run_cli("cache", "prune", "--max-size", str(budget), "--json", "--cache-dir", str(root))
     assert json.loads(pruned.stdout)["removed"] == 1 and not new.exists() and mid.exists()
 
-    cleared = run_cli("cache", "clear", "--kind", "failures", "--json", "--cache-dir", str(root))
+    bad = run_cli("cache", "clear", "--kind", "failures", "--kind", "nope", "--cache-dir", str(root))
+    assert bad.returncode == 2 and "--kind nope" in bad.stderr  # refused before anything is deleted
+    cleared = run_cli("cache", "clear", "--kind", "failures", "--kind", "rows", "--json", "--cache-dir", str(root))
     assert json.loads(cleared.stdout) == {"removed": 1, "bytes": json.loads(cleared.stdout)["bytes"],
                                           "kinds": {"failures": 1}}
     assert mid.exists()

@@ -132,23 +132,26 @@ def prune(older_than: str | None, max_size: str | None, cache_dir: str | None, a
     _removed(_store(cache_dir).prune(older_than_s=age, max_bytes=size), as_json, "pruned")
 
 
-@cache.command(short_help="Delete every entry (or those of one kind).")
-@click.option("--kind", help="Only this kind (see `compstack cache info`).")
+@cache.command(short_help="Delete every entry (or those of some kinds).")
+@click.option("--kind", "kinds", multiple=True, metavar="KIND",
+              help="Only this kind (see `compstack cache info`); may be given more than once.")
 @_CACHE_DIR
 @_JSON
-def clear(kind: str | None, cache_dir: str | None, as_json: bool) -> None:
-    """Delete every entry of the store, or only those of --kind (`compstack cache info` lists the kinds).
+def clear(kinds: tuple[str, ...], cache_dir: str | None, as_json: bool) -> None:
+    """Delete every entry of the store, or only those of each --kind (`compstack cache info` lists the kinds).
 
     Examples:
 
         \b
         compstack cache clear
-        compstack cache clear --kind artifacts
+        compstack cache clear --kind oracle --kind rows
         compstack cache clear --cache-dir /path/to/cache --json
     """
-    # An unknown --kind is an error (exit 2) that lists the kinds (UserError).
+    # An unknown --kind is an error (exit 2) that lists the kinds (UserError), before anything is deleted.
     from compstack.core.store import KINDS
 
-    if kind is not None and kind not in KINDS:
-        raise UserError(f"--kind {kind}: unknown kind (kinds: {', '.join(KINDS)})")
-    _removed(_store(cache_dir).clear(kind), as_json, "cleared")
+    for kind in kinds:
+        if kind not in KINDS:
+            raise UserError(f"--kind {kind}: unknown kind (kinds: {', '.join(KINDS)})")
+    store = _store(cache_dir)
+    _removed([e for kind in dict.fromkeys(kinds or [None]) for e in store.clear(kind)], as_json, "cleared")

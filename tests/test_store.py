@@ -315,3 +315,24 @@ def test_prune_and_clear_never_touch_what_the_store_did_not_write(tmp_path: Path
     for f in ("artifacts/ort-cpu/mine/notes.txt", "models/x/data.txt", "roofline/notes.json"):
         assert (tmp_path / f).read_text().startswith(("mine", '{"mine"')), f
     assert not list(store.entries())
+
+
+def test_a_bounded_sweep_prunes_artifacts_before_model_exports(tmp_path: Path) -> None:
+    """--cache-max-size: a compiled artifact goes before a zoo export even when the export is the
+    least recently used (a sweep reading stored rows needs the export, not the artifact)."""
+    from compstack.core.integrity import MANIFEST
+    from compstack.sweep._core import bound
+
+    store = Store(tmp_path)
+
+    def publish(kind: str, tag: str) -> Path:
+        staging = store.staging(kind)
+        (staging / "blob.bin").write_bytes(tag.encode() * 4000)
+        return store.publish(staging, kind, _key(kind, tag), None, {})
+
+    zoo, art = publish("zoo", "z"), publish("artifacts", "a")
+    old = time.time() - 3600
+    os.utime(zoo / MANIFEST, (old, old))  # the export is the older: plain LRU would delete it first
+    gone = bound(store, 6000, lambda e: False)
+    assert [g.kind for g in gone] == ["artifacts"] and not art.exists() and zoo.exists()
+    assert [g.kind for g in bound(store, 100, lambda e: False)] == ["zoo"]  # still over: the exports go too

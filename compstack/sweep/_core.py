@@ -261,16 +261,16 @@ class _Runner:
         self.record(m, result)
 
     def bound_store(self) -> None:
-        """``--cache-max-size``: prune the store's per-model kinds to the bound (LRU)."""
+        """``--cache-max-size``: prune the store's per-model kinds to the bound (LRU): compiled
+        artifacts and oracle entries first, then model exports (stored rows are never pruned)."""
         if self.o.cache_max_bytes is None:
             return
         from compstack.core.store import open_store
 
         live = [Path(f).resolve() for m in self.models if m.left > 0 or not m.ref_done  # a model still in flight
                 for f in (m.common.get("model_path"), m.common.get("canonical_path")) if f]
-        gone = open_store(self.cfg.cache_dir).prune(
-            max_bytes=self.o.cache_max_bytes, kinds=("artifacts", "models", "zoo", "oracle"),
-            keep=lambda e: any(f.is_relative_to(e.path.resolve()) for f in live))
+        gone = bound(open_store(self.cfg.cache_dir), self.o.cache_max_bytes,
+                     lambda e: any(f.is_relative_to(e.path.resolve()) for f in live))
         self.pruned += len(gone)
         if gone and self.progress is not None:
             self.progress.note(f"--cache-max-size: pruned {len(gone)} store entries "
@@ -360,6 +360,20 @@ def _dir_job(folder: Path) -> Any:
         outputs_path = folder / "outputs.npz"
 
     return _J()
+
+
+def bound(store: Any, cap: int, keep: Callable[[Any], bool]) -> list[Any]:
+    """Prune ``store`` (a :class:`compstack.core.store.Store`) until its per-model kinds hold at
+    most ``cap`` bytes, never an entry ``keep`` says is in use: compiled artifacts and oracle
+    entries first (LRU), then canonical models and zoo exports (LRU). A later sweep reads its
+    stored rows without artifacts or oracle entries, but needs each model's export to find them,
+    and an export costs a torch.export (minutes for a large model) where an artifact costs a
+    compile. Stored rows are never pruned. Returns the entries deleted."""
+    gone: list[Any] = []
+    for first, then in ((("artifacts", "oracle"), ("models", "zoo")), (("models", "zoo"), ("artifacts", "oracle"))):
+        rest = sum(e.bytes for k in then for e in store.entries(k))
+        gone += store.prune(max_bytes=max(0, cap - rest), kinds=first, keep=keep)
+    return gone
 
 
 def run_sweep(options: SweepOptions, settings: Settings, executor: Executor, progress: Any = None) -> Sweep:

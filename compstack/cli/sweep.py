@@ -208,7 +208,8 @@ def _executor(flags: SweepFlags) -> Any:
                    "(the dashboard links it).")
 @click.option("--cache-max-size", default=None, metavar="SIZE",
               help="Keep the store under SIZE (40G, 500M) as the sweep goes: after each model's last row, "
-                   "delete the least recently used models, zoo exports and artifacts (cache prune --max-size). "
+                   "delete the least recently used compiled artifacts and oracle entries, then model exports "
+                   "(stored rows are kept). "
                    "Needs --no-latency.")
 @click.option("--cache-results/--no-cache-results", default=True, show_default=True,
               help="Read a job's judged row from the store when an earlier sweep judged the same model, inputs, "

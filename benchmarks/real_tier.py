@@ -75,10 +75,16 @@ def _rows(db: Path, sweep_id: str) -> list[dict[str, Any]]:
 def _cold_sweeps(db: Path) -> list[dict[str, Any]]:
     """Every sweep the cold database holds, oldest first: one per invocation of the cold run
     (a killed run resumed with the same ``--work`` adds one). ``wall_s`` is ``ended - started``
-    of the sweep's own record (an interrupted sweep records its end too)."""
+    of the sweep's own record (an interrupted sweep records its end too); a sweep killed before
+    it could (SIGKILL, a lost machine) ends, here, at its last row (``"end": "last row"``)."""
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT sweep_id, started, ended, status FROM sweeps ORDER BY started").fetchall()
-    return [{"sweep_id": i, "status": st, "wall_s": (e - s) if s and e else None} for i, s, e, st in rows]
+        last = dict(conn.execute("SELECT sweep_id, MAX(created) FROM results GROUP BY sweep_id").fetchall())
+    out = []
+    for i, s, e, st in rows:
+        end, how = (e, "recorded") if e else (last.get(i), "last row")
+        out.append({"sweep_id": i, "status": st, "end": how, "wall_s": (end - s) if s and end else None})
+    return out
 
 
 def _geo(xs: list[float]) -> float:

@@ -119,13 +119,9 @@ def _pool_axis(size: int, kernel: int, stride: int, dilation: int, pad_b: int, p
     return member, ((pos >= -pad_b) & (pos < size + pad_e)).sum(1)
 
 
-def _erf_f64(x: np.ndarray) -> np.ndarray:
-    """erf of every element, in float64 (``math.erf``), whatever ``x``'s dtype."""
-    return np.vectorize(math.erf, otypes=[np.float64])(np.asarray(x, np.float64))
-
-
 def _erf(x: np.ndarray) -> np.ndarray:
-    return _erf_f64(x).astype(x.dtype)
+    """erf of every element computed in float64 (``math.erf``), cast to ``x``'s dtype."""
+    return np.vectorize(math.erf, otypes=[np.float64])(np.asarray(x, np.float64)).astype(x.dtype)
 
 
 def _hard_swish(x: np.ndarray) -> np.ndarray:

@@ -81,11 +81,6 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
         if flags.baseline and flags.out is None:
             raise UserError(f"sweep {used}: --baseline sets the dashboard's baseline; give -o FILE.html too "
                             "(the summary keeps the baseline the sweep ran with)")
-        for flag, value in (("--resume", flags.resume), ("--cache-max-size", flags.cache_max_size),
-                            ("--bundle-faults", flags.bundle_faults), ("--jobs", flags.n_jobs),
-                            ("--no-cache-results", not flags.cache_results)):
-            if value:
-                raise UserError(f"sweep {used}: {flag} applies to running a sweep, not to showing a stored one")
         db = ResultsDB(cfg.db, cfg.db_busy_timeout_s)
         try:
             summary = summary_of_db(db)

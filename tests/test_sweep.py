@@ -291,6 +291,9 @@ def test_cli_sweep_tier_and_dashboard_file(tmp_path: Path, isolated_env: Path) -
     assert "--save-inputs" not in run_cli("sweep", "--help").stdout  # sweep refuses it, so --help hides it
     p = run_cli("sweep", "--last", "--baseline", "openvino-cpu")  # it set only the dashboard's: ignored without -o
     assert p.returncode == 2 and "--baseline sets the dashboard's baseline; give -o" in p.stderr
+    missing = tmp_path / "none" / "results.sqlite"
+    p = run_cli("sweep", "--last", "--db", str(missing))  # reading made an empty database (and its folder)
+    assert p.returncode == 2 and "no results database at" in p.stderr and not missing.parent.exists()
 
 
 def test_sweep_rows_are_judged_as_compare_judges_them(tmp_path: Path, isolated_env: Path) -> None:

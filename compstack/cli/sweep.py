@@ -81,6 +81,8 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
         if flags.baseline and flags.out is None:
             raise UserError(f"sweep {used}: --baseline sets the dashboard's baseline; give -o FILE.html too "
                             "(the summary keeps the baseline the sweep ran with)")
+        if not Path(cfg.db).is_file():  # reading must not leave an empty database behind
+            raise UserError(f"sweep {used}: no results database at {cfg.db} (run `compstack sweep` first, or give --db)")
         db = ResultsDB(cfg.db, cfg.db_busy_timeout_s)
         try:
             summary = summary_of_db(db)

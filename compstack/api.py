@@ -194,7 +194,7 @@ def compare(model: ModelLike, targets: str | Sequence[str] | None = None, *, opt
         _check_compare_options(options)
     names = registry.resolve(spec)
     opts = CompareOptions(targets=names) if options is None else options
-    check_reference(opts.reference)
+    check_reference(opts.reference, cache_dir)
     _check_writable_file(save_inputs, "--save-inputs")
     _check_writable_file(save_outputs, "--save-outputs")
     cfg = _settings(cache_dir=cache_dir, db=db)

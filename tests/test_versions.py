@@ -297,6 +297,9 @@ def test_a_release_not_listed_is_refused_before_any_build(tmp_path: Path) -> Non
         res = run_cli("compare", str(model), "--targets", spec, "--no-latency", "--cache-dir", str(cache),
                       env={"HOME": str(home), "COMPSTACK_CACHE_DIR": ""})
         assert res.returncode == 2 and says in res.stderr and len(said(res.stderr)) == 1, res.stderr
+    res = run_cli("compare", str(model), "--targets", "ort-cpu", "--reference", "tvm-llvm@9.9.9", "--no-latency",
+                  "--cache-dir", str(cache), env={"HOME": str(home), "COMPSTACK_CACHE_DIR": ""})
+    assert res.returncode == 2 and "--reference tvm-llvm@9.9.9: apache-tvm 9.9.9 is not on" in res.stderr, res.stderr
     assert not (cache / "envs").exists() or not [p for p in (cache / "envs").iterdir() if p.name.startswith("tvm")]
     assert not (home / ".cache" / "compstack").exists()
     res = run_cli("versions", "tvm-llvm", "--json", "--cache-dir", str(cache))

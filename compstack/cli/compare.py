@@ -36,7 +36,7 @@ def run_compare(model: str, targets_spec: str, model_flags: ModelFlags, run_flag
     targets = api.resolve_targets(targets_spec, model_flags.cache_dir)
     from compstack.run.session import check_reference
 
-    check_reference(run_flags.reference)
+    check_reference(run_flags.reference, model_flags.cache_dir)
     _check_paths(model, model_flags, run_flags)
     check_writable_file(run_flags.save_inputs, "--save-inputs")
     check_writable_file(run_flags.save_outputs, "--save-outputs")

@@ -105,7 +105,7 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
         raise UserError(f"--baseline {baseline}: not one of the swept targets ({', '.join(targets)})")
     from compstack.run.session import check_reference
 
-    check_reference(run.reference)
+    check_reference(run.reference, model.cache_dir)
     options = compare_options(targets, model, run)
     cap = _cache_cap(flags, options)
     executor = _executor(flags)

@@ -42,17 +42,27 @@ FLOAT64_MAX_PARAMS = 200e6
 _JAX_X64_REFERENCE = registry.role_target("native-jax-reference")
 
 
-def check_reference(choice: str) -> None:
+def check_reference(choice: str, cache_dir: Any = None) -> None:
     """Check ``--reference``: ``auto``, ``reference``, ``eager-float64`` or a registered target.
+    A release (``TARGET@VERSION``) has its env built now in ``cache_dir`` (None: the
+    configured store), as a lone versioned ``--targets`` has: one that cannot install is the
+    command's error, not a reference that falls back to ``ort-cpu`` when the run starts.
 
     Raises:
-        UserError: an unknown target (one line naming it).
+        UserError: an unknown target, or a release that cannot be provisioned (one line naming it).
     """
     if choice not in ("auto", "reference", EAGER_FLOAT64):
         try:
             registry.get(choice)
         except UserError as exc:
             raise UserError(f"--reference {choice!r}: {exc} (or auto, reference, {EAGER_FLOAT64})") from None
+        if "@" in choice:
+            from compstack.run.releases import provision_single
+
+            try:
+                provision_single([choice], cache_dir)
+            except UserError as exc:
+                raise UserError(f"--reference {exc}") from None
 
 
 def pick_reference(source: cir.SourceModel, choice: str) -> tuple[str, dict[str, str]]:

@@ -15,7 +15,8 @@ from the results database and prints, per target:
 Cold means an empty cache folder (every model built and exported, every artifact compiled);
 warm runs the same sweep again on that cache with a new database (nothing resumed): every
 row the cold run judged is read back from the store (``stored``,
-:mod:`compstack.sweep._rowstore`). A second warm run with ``--no-cache-results`` runs every
+:mod:`compstack.sweep._rowstore`), and a model whose rows are all stored is not imported
+(:mod:`compstack.sweep._warm`), so the warm run needs none of the exports a cap pruned. A second warm run with ``--no-cache-results`` runs every
 job again on the stored exports, reference outputs and artifacts (XLA, Inductor and
 TorchScript's native path trace and compile again). ``--resume`` makes a killed cold run go
 on where it stopped: run the same command again with the same ``--work`` folder; the cold
@@ -126,7 +127,9 @@ def main() -> int:
     ap.add_argument("--no-warm", action="store_true", help="skip the warm run")
     ap.add_argument("--cache-max-size", default="", metavar="SIZE",
                     help="bound the store (sweep --cache-max-size): the whole tier's store is over 150 GB; "
-                         "a warm run then re-exports and recompiles what was pruned")
+                         "a warm run reads the stored rows without re-exporting (the model records, "
+                         "compstack.sweep._warm); warm with --no-cache-results re-exports and recompiles what "
+                         "was pruned")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     from compstack.frontends import zoo

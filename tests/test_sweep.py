@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -172,6 +173,56 @@ def test_a_warm_sweep_reads_judged_rows_from_the_store(models: list[str], store:
     timed = _sweep(models[:1], ["ort-cpu"], store, LocalExecutor(1), db="warm.sqlite", latency=FAST)
     row = timed.rows[(models[0], "ort-cpu")]
     assert timed.stored == 1 and timed.jobs_run == 1 and row.latency_ms is not None and row.latency_ms["runs"] >= 3
+
+
+def test_a_warm_sweep_does_not_import_a_zoo_model_whose_rows_are_stored(tmp_path: Path) -> None:
+    """The warm real tier under --cache-max-size re-exported every pruned model only to find
+    its stored rows by the export's fingerprint. A model record now finds them without the
+    import: a warm sweep of a zoo model whose export is gone neither exports nor runs it."""
+    import shutil
+
+    cold = _sweep(["zoo:mlp"], ["ort-cpu"], tmp_path, LocalExecutor(1))
+    assert cold.jobs_run == 2 and cold.rows[("zoo:mlp", "ort-cpu")].status == "ok"
+    zoo_dir = tmp_path / "cache" / "zoo"
+    assert [p.name for p in zoo_dir.iterdir() if p.name.startswith("mlp-")]
+    shutil.rmtree(zoo_dir)  # pruned (--cache-max-size drops exports before rows)
+    warm = _sweep(["zoo:mlp"], ["ort-cpu"], tmp_path, LocalExecutor(1), db="warm.sqlite")
+    assert warm.jobs_run == 0 and warm.stored == 1 and not zoo_dir.exists()  # not imported: nothing exported
+    row, first = warm.rows[("zoo:mlp", "ort-cpu")], cold.rows[("zoo:mlp", "ort-cpu")]
+    assert (row.status, row.compile_s, row.outputs) == (first.status, first.compile_s, first.outputs)
+    assert warm.models[0]["fingerprint"] == cold.models[0]["fingerprint"] and warm.models[0]["params"] > 0
+    s = summarize(warm)
+    assert s["stored"] == 1 and s["references"]["zoo:mlp"]["target"] == "reference"
+    # --resume on the cold database takes its row, also without the import
+    again = _sweep(["zoo:mlp"], ["ort-cpu"], tmp_path, LocalExecutor(1), resume=True)
+    assert again.resumed == 1 and again.jobs_run == 0 and not zoo_dir.exists()
+    # one row missing (another target) and the model is imported as before; the stored row is still read
+    more = _sweep(["zoo:mlp"], ["ort-cpu", "openvino-cpu"], tmp_path, LocalExecutor(1), db="warm.sqlite")
+    assert more.stored == 1 and more.jobs_run == 1 and zoo_dir.exists()
+    # another seed is another model record, so the model is imported; its own example inputs are
+    # judged whatever the seed, so the row found after the import is the stored one
+    shutil.rmtree(zoo_dir)
+    seeded = _sweep(["zoo:mlp"], ["ort-cpu"], tmp_path, LocalExecutor(1), db="warm.sqlite", seed=7)
+    assert seeded.stored == 1 and seeded.jobs_run == 0 and zoo_dir.exists()
+    # latency on: a stored ok row is timed again, so the model is imported
+    shutil.rmtree(zoo_dir)
+    timed = _sweep(["zoo:mlp"], ["ort-cpu"], tmp_path, LocalExecutor(1), db="warm.sqlite", latency=FAST)
+    assert timed.stored == 1 and zoo_dir.exists()
+    # a model record of the wrong form under a matching hash is deleted, and the model is imported
+    from compstack.core.store import canonical_json
+
+    records = [f for f in (tmp_path / "cache" / "rows").glob("*.json") if "stack_fp" in json.loads(f.read_text())]
+    assert len(records) == 2  # seed 0 and seed 7
+    for f in records:
+        doc = json.loads(f.read_text())
+        doc.pop("_store")
+        doc["stack_fp"] = 5
+        doc["_store"] = {"sha256": hashlib.sha256(canonical_json(doc)).hexdigest()}
+        f.write_text(json.dumps(doc))
+    shutil.rmtree(zoo_dir)
+    forged = _sweep(["zoo:mlp"], ["ort-cpu"], tmp_path, LocalExecutor(1), db="warm.sqlite")
+    assert forged.stored == 1 and zoo_dir.exists()
+    assert sorted(isinstance(json.loads(f.read_text())["stack_fp"], str) for f in records) == [False, True]  # rewritten
 
 
 class _Events:

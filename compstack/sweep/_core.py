@@ -38,6 +38,7 @@ from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.run.oracle_cache import OracleCache, inputs_digest
 from compstack.run.refchoice import fall_back
 from compstack.run.runner import Limits
+from compstack.sweep import _warm
 from compstack.sweep._rowstore import DETERMINISTIC, Reuse, RowStore
 
 __all__ = ["DETERMINISTIC", "Executor", "JobKey", "Sweep", "SweepOptions", "run_sweep"]
@@ -451,6 +452,8 @@ def _plan(r: _Runner, options: SweepOptions) -> Iterator[list[tuple[JobKey, Job]
     for index, spec in enumerate(options.models):
         if r.progress is not None:
             r.progress.status(f"importing {spec} ({index + 1} of {len(options.models)})")
+        if _warm.skip_import(r, spec, index):  # every row resumed or stored: the model is not imported
+            continue
         m = r.prepare(spec, index)
         r.models.append(m)
         r.db.run_status(m.report, "running", command=f"sweep {r.sweep_id}")
@@ -476,6 +479,7 @@ def _plan(r: _Runner, options: SweepOptions) -> Iterator[list[tuple[JobKey, Job]
                 r.record(m, early)
                 continue
             mine.append(((index, name), r.job(m, name, opts, latency=False)))
+        _warm.remember(r, m)
         m.source, m.left = None, len(mine)  # the model is on disk now; one at a time in memory (the real tier)
         if not mine and m.report.model.get("fingerprint"):
             m.report.reference["ran"] = False  # every row was resumed or read from the store

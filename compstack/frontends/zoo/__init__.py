@@ -50,7 +50,7 @@ from compstack.core import ir as cir
 from compstack.core.errors import ExportError, UserError
 from compstack.frontends.zoo import _cache, _real
 
-__all__ = ["TIERS", "ZOO_VERSION", "default_cache_dir", "describe", "framework", "info", "listing", "load", "names",
+__all__ = ["TIERS", "ZOO_VERSION", "default_cache_dir", "describe", "entry_name", "framework", "info", "listing", "load", "names",
            "native", "real_info", "tier"]
 
 #: Bump when a builder changes (config, seed, inputs, wrapper): invalidates caches.
@@ -278,6 +278,22 @@ def load(name: str, cache_dir: str | Path | None = None, *, rebuild: bool = Fals
     source = _build(short, entry)
     _cache.write(folder, source, entry.extra_dists, replace=existed)
     return source
+
+
+def entry_name(name: str, cache_dir: str | Path) -> str | None:
+    """The folder name of ``name``'s export in the store (``<name>-<key>``, the key over the
+    versions and source files that shape its export, as :func:`load` computes it), found
+    without building or reading anything; None for a TensorFlow, Paddle or MindSpore model,
+    whose versions are read by starting its framework.
+
+    Raises:
+        UserError: unknown name.
+    """
+    short, entry = _entry(name)
+    if entry.framework in _FOREIGN:
+        return None
+    root = Path(cache_dir).expanduser()
+    return _cache.entry_dir(root, short, ZOO_VERSION, entry.extra_dists, _code_files(entry)).name
 
 
 def _load_isolated(short: str, root: Path, folder: Path, rebuild: bool) -> cir.SourceModel:

@@ -19,11 +19,11 @@ from onnx.reference import ReferenceEvaluator
 from compstack.analysis.refdefects import DEFECTS, corrected_ops, defects_for
 
 
-def _model(op: str, opset: int, shapes: list[list[int]], **attrs: object):
+def _model(op: str, opset: int, shapes: list[list[int]], outputs: int = 1, **attrs: object):
     names = [f"x{i}" for i in range(len(shapes))]
-    g = h.make_graph([h.make_node(op, names, ["y"], **attrs)], "g",
-                     [h.make_tensor_value_info(n, T.DOUBLE, s) for n, s in zip(names, shapes)],
-                     [h.make_tensor_value_info("y", T.DOUBLE, None)])
+    outs = [h.make_tensor_value_info("y", T.DOUBLE, None), h.make_tensor_value_info("i", T.INT64, None)][:outputs]
+    g = h.make_graph([h.make_node(op, names, [o.name for o in outs], **attrs)], "g",
+                     [h.make_tensor_value_info(n, T.DOUBLE, s) for n, s in zip(names, shapes)], outs)
     return h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
 
 
@@ -162,6 +162,41 @@ def test_maxpool_stride_1_with_pads_is_the_max_over_each_window() -> None:
     m = _model("MaxPool", 20, [[1, 1, 7]], kernel_shape=[3], strides=[2], auto_pad="SAME_LOWER")
     fixed, raw = _both(m, np.arange(1.0, 8.0).reshape(1, 1, 7))
     assert fixed.ravel().tolist() == [2, 4, 6, 7] and raw is not None and raw.ravel().tolist() != [2, 4, 6, 7]
+
+
+def test_maxpool_indices_are_where_each_maximum_is() -> None:
+    """The Indices output (Operators.md#MaxPool: an index into x flattened, batch and channel
+    included, pads not counted) equals PyTorch's ``return_indices`` plus the (n, c) plane's
+    offset on 1-D/2-D/3-D pools with pads, dilation and ceil mode; it was the evaluator's,
+    which is wrong on its stride-1 path."""
+    torch = pytest.importorskip("torch")
+    import itertools
+
+    rng = np.random.default_rng(0)
+    for nd, (k, s, p, d, ceil) in itertools.product((1, 2, 3), itertools.product((2, 3), (1, 2), (0, 1), (1, 2), (0, 1))):
+        shape = [2, 3, *[7, 6, 5][:nd]]
+        x = rng.standard_normal(shape)
+        attrs = {"kernel_shape": [k] * nd, "strides": [s] * nd, "pads": [p] * 2 * nd, "dilations": [d] * nd,
+                 "ceil_mode": ceil}
+        m = _model("MaxPool", 20, [shape], outputs=2, **attrs)
+        y, idx = ReferenceEvaluator(m, new_ops=corrected_ops(m)).run(None, {"x0": x})
+        ty, ti = getattr(torch.nn.functional, f"max_pool{nd}d")(torch.tensor(x), k, s, p, d, ceil_mode=bool(ceil),
+                                                                 return_indices=True)
+        plane = int(np.prod(shape[2:]))
+        assert np.array_equal(y, ty.numpy()), attrs
+        assert idx.dtype == np.int64 and np.array_equal(idx, ti.numpy() + np.arange(6).reshape(2, 3, *[1] * nd) * plane), attrs
+    # x = 0..31 as [1, 2, 4, 4], kernel 3: each window's maximum is its bottom-right element, (2, 2), (2, 3),
+    # (3, 2), (3, 3) of each plane: 10, 11, 14, 15, and 16 more in the second channel
+    x = np.arange(32, dtype=np.float64).reshape(1, 2, 4, 4)
+    m = _model("MaxPool", 20, [[1, 2, 4, 4]], outputs=2, kernel_shape=[3, 3])
+    idx = ReferenceEvaluator(m, new_ops=corrected_ops(m)).run(None, {"x0": x})[1]
+    assert idx.ravel().tolist() == [10, 11, 14, 15, 26, 27, 30, 31]
+    raw = ReferenceEvaluator(m).run(None, {"x0": x})[1]
+    assert raw.ravel().tolist() != [10, 11, 14, 15, 26, 27, 30, 31]  # the defect, in this onnx
+    # storage_order=1 numbers the spatial axes column-major (ONNX Runtime): (h, w) -> w * H + h
+    m = _model("MaxPool", 20, [[1, 2, 4, 4]], outputs=2, kernel_shape=[3, 3], storage_order=1)
+    idx = ReferenceEvaluator(m, new_ops=corrected_ops(m)).run(None, {"x0": x})[1]
+    assert idx.ravel().tolist() == [2 * 4 + 2, 3 * 4 + 2, 2 * 4 + 3, 3 * 4 + 3, 26, 30, 27, 31]
 
 
 def test_maxpool_of_bfloat16_is_left_to_the_evaluator() -> None:

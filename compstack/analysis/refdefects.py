@@ -162,16 +162,17 @@ def _alone(op: str, x: np.ndarray, attrs: dict[str, Any], outputs: int = 1) -> t
 def _max_pool(x: np.ndarray, _outputs: int = 1, **attrs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
     """MaxPool (Operators.md#MaxPool): the maximum over each window, pads never chosen.
 
-    Computed here for float16/32/64 and integer inputs without an ``Indices`` output; an
-    ``Indices`` output and other dtypes (bfloat16) are ``onnx.reference``'s own. Max is
+    Computed here for float16/32/64 and integer inputs, with the ``Indices`` output too;
+    other dtypes (bfloat16) are ``onnx.reference``'s own. Max is
     separable, so each spatial axis is reduced in turn: pad with the dtype's lowest value
     (``-inf`` for floats; a window wholly in the pads gives it) to the length the last window
     needs, take the dilated windows at the stride, reduce. NaN propagates, as in PyTorch.
     Output length as :func:`_pool_axis`'s (windows that would start in the end pad are
     dropped); ``auto_pad=SAME_*`` pads ``(ceil(size / stride) - 1) * stride + span - size``
     in all, the odd one at the end (``SAME_UPPER``) or the beginning (``SAME_LOWER``).
+    ``Indices`` (int64): :func:`_max_pool_indices`.
     """
-    if _outputs > 1 or x.dtype.kind not in "fiu":
+    if x.dtype.kind not in "fiu":
         out = _alone("MaxPool", x, attrs, _outputs)
         return out if _outputs > 1 else out[0]
     auto = _auto_pad(attrs)
@@ -198,7 +199,53 @@ def _max_pool(x: np.ndarray, _outputs: int = 1, **attrs: Any) -> np.ndarray | tu
         padded = np.take(np.pad(y, width, constant_values=low), np.arange(need), axis=ax)
         windows = np.lib.stride_tricks.sliding_window_view(padded, span, axis=ax)[..., ::dil[d]]
         y = np.take(windows, np.arange(n) * strides[d], axis=ax).max(axis=-1)
+    if _outputs > 1:
+        where = [np.arange(y.shape[2 + d])[:, None] * strides[d] - pads[d] + np.arange(k[d])[None, :] * dil[d]
+                 for d in range(nd)]
+        return y.astype(x.dtype), _max_pool_indices(x, where, int(attrs.get("storage_order", 0)), low)
     return y.astype(x.dtype)
+
+
+def _max_pool_indices(x: np.ndarray, where: list[np.ndarray], storage_order: int, low: Any) -> np.ndarray:
+    """MaxPool's ``Indices`` (Operators.md#MaxPool): for each output, where in ``x`` its maximum
+    is, as an index into ``x`` flattened, batch and channel included (``[0, N*C*D1*...*Dn)``),
+    pads never counted; ``storage_order=1`` numbers the spatial axes column-major (the first
+    fastest) as ONNX Runtime does. The first maximum of a window in row-major window order
+    wins a tie, and a NaN is its window's maximum (PyTorch's ``max_pool*d(return_indices=True)``).
+
+    Args:
+        x: ``[N, C, D1, ..., Dn]``.
+        where: per spatial axis, ``[out_d, kernel_d]`` input positions of each window (may be
+            outside ``[0, D_d)``: a pad).
+        storage_order: 0 (row-major) or 1 (column-major).
+        low: the value a pad holds (never chosen over a real element).
+
+    Returns:
+        int64 ``[N, C, out_1, ..., out_n]``.
+    """
+    nd, sizes = len(where), x.shape[2:]
+    shape = [1] * (2 * nd)
+    index, valid = [], np.ones((), bool)
+    for d, pos in enumerate(where):
+        at = [1] * (2 * nd)
+        at[2 * d], at[2 * d + 1] = pos.shape
+        index.append(np.clip(pos, 0, sizes[d] - 1).reshape(at))
+        valid = valid & ((pos >= 0) & (pos < sizes[d])).reshape(at)
+        shape[2 * d], shape[2 * d + 1] = pos.shape
+    g = np.where(valid, x[(slice(None), slice(None), *index)], low)  # [N, C, o1, k1, o2, k2, ...]
+    g = g.transpose(0, 1, *range(2, 2 + 2 * nd, 2), *range(3, 3 + 2 * nd, 2))
+    outs, kernel = [where[d].shape[0] for d in range(nd)], [where[d].shape[1] for d in range(nd)]
+    best = np.argmax(g.reshape(*g.shape[:2 + nd], -1), axis=-1)  # first maximum; a NaN is the maximum
+    ks = np.unravel_index(best, kernel)
+    grid = np.meshgrid(*[np.arange(o) for o in outs], indexing="ij")
+    coords = [where[d][grid[d], ks[d]] for d in range(nd)]
+    plane = int(np.prod(sizes))
+    flat = np.zeros(best.shape, np.int64)
+    order = range(nd) if storage_order == 0 else reversed(range(nd))
+    for d in order:
+        flat = flat * sizes[d] + coords[d]
+    nc = np.arange(x.shape[0] * x.shape[1], dtype=np.int64).reshape(x.shape[0], x.shape[1], *[1] * nd)
+    return nc * plane + flat
 
 
 def _average_pool(x: np.ndarray, **attrs: Any) -> np.ndarray:
@@ -263,11 +310,12 @@ DEFECTS: tuple[Defect, ...] = (
            "ceil_mode=1 each output axis is longer by its pads (28x28, kernel 3, pads 1: 30x30 instead of "
            "28x28; torchvision GoogLeNet's MaxPool2d(3, 1, padding=1, ceil_mode=True)); 1-D and 3-D pools "
            "come out shorter or raise IndexError; auto_pad SAME_* with a stride above 1 gives too few outputs "
-           "(7x7, kernel 3, stride 2: 3x3 instead of 4x4) or raises",
+           "(7x7, kernel 3, stride 2: 3x3 instead of 4x4) or raises; on the stride-1 path the Indices output "
+           "is not where the maximum is (kernel 3 on 4x4: 21 where the maximum is at 15)",
            "the maximum over each window, pads never chosen, with the output length of Operators.md#MaxPool "
            "(floor or ceil; in ceil mode windows that would start in the end pad are dropped; SAME_* pads "
-           "(ceil(size / stride) - 1) * stride + span - size: PyTorch and ONNX Runtime); an Indices output "
-           "and bfloat16 left to the evaluator"),
+           "(ceil(size / stride) - 1) * stride + span - size: PyTorch and ONNX Runtime); the Indices output "
+           "as PyTorch's return_indices, plus the batch and channel offset; bfloat16 left to the evaluator"),
 )
 
 _IMPL: dict[str, Callable[..., Any]] = {
@@ -306,7 +354,7 @@ def _op_class(name: str) -> type:
         # newest schema (Softmax-13's axis=-1), not from the model's opset; the
         # implementations carry the old opsets' defaults.
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in self.onnx_node.attribute}
-        if name == "MaxPool":  # its optional Indices output: left to the evaluator
+        if name == "MaxPool":  # its optional Indices output
             attrs["_outputs"] = len([o for o in self.onnx_node.output if o])
         out = impl(*[np.asarray(x) for x in xs], **attrs)
         return out if isinstance(out, tuple) else (out,)

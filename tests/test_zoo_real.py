@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import subprocess
 import sys
 
@@ -151,6 +152,70 @@ def test_the_export_workers_error_is_one_export_error(tmp_path) -> None:
     assert info.value.stage == "build" and "no-such-model" in str(info.value)
     assert len(str(info.value).splitlines()) == 1 and "Traceback" not in str(info.value)
     assert not (tmp_path / "zoo").exists() or not any((tmp_path / "zoo").iterdir())
+
+
+def test_a_lost_export_worker_is_crashed_or_timeout_not_a_failed_builder(tmp_path, monkeypatch) -> None:
+    """An export worker killed by the kernel's OOM killer (bert-large's, beside other sweeps'
+    idle workers) made ``failed@build`` rows blamed on "the model's own builder raised". A
+    lost worker is ``crashed`` (a signal) or ``timeout`` now, as a job's worker is, attributed
+    to the machine; a resumed sweep exports the model again."""
+    import signal
+    import threading
+    import time
+
+    from compstack.analysis.fault import attribute
+    from compstack.core.errors import ExportError
+    from compstack.core.results import Result
+    from compstack.frontends.zoo import _isolated
+
+    with pytest.raises(ExportError) as info:
+        _isolated.export_zoo_isolated("lstm-lm", tmp_path / "a", timeout_s=0.5)
+    assert info.value.status == "timeout" and info.value.stage == "build"
+    caught: list[BaseException] = []
+
+    def export() -> None:
+        try:
+            _isolated.export_zoo_isolated("lstm-lm", tmp_path / "b")
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            caught.append(exc)
+
+    t = threading.Thread(target=export)
+    t.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not caught:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+        mine = [int(p) for p in pids if _cmdline(p).count(str(tmp_path / "b"))]
+        if mine:
+            os.kill(mine[0], signal.SIGKILL)  # what the OOM killer sends
+            break
+        time.sleep(0.05)
+    t.join(120)
+    assert caught and isinstance(caught[0], ExportError), caught
+    exc = caught[0]
+    assert exc.status == "crashed" and "SIGKILL (possibly the kernel's OOM killer)" in str(exc)
+    fault = attribute(Result(target="ort-cpu", status=exc.status, stage=exc.stage, error=str(exc)))
+    assert fault.fault == "unknown" and "export worker was crashed" in fault.reason
+    # in a sweep: rows of that status (not failed), and --resume does not keep them
+    from compstack.core.config import settings
+    from compstack.run.runner import Limits
+    from compstack.run.session import CompareOptions
+    from compstack.sweep import LocalExecutor, SweepOptions, run_sweep
+
+    monkeypatch.setattr(_isolated.export_zoo_isolated, "__defaults__", (0.5, False))
+    cfg = settings(cache_dir=tmp_path / "cache", db=tmp_path / "r.sqlite")
+    opts = CompareOptions(targets=["ort-cpu"], latency=None, limits=Limits(timeout_s=60))
+    first = run_sweep(SweepOptions(["zoo:lstm-lm"], opts, "ort-cpu"), cfg, LocalExecutor(1))
+    row = first.rows[("zoo:lstm-lm", "ort-cpu")]
+    assert (row.status, row.stage, row.fault) == ("timeout", "build", "unknown"), row
+    again = run_sweep(SweepOptions(["zoo:lstm-lm"], opts, "ort-cpu", resume=True), cfg, LocalExecutor(1))
+    assert again.resumed == 0 and again.rows[("zoo:lstm-lm", "ort-cpu")].status == "timeout"
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def test_an_export_failure_is_a_row_per_target(tmp_path) -> None:

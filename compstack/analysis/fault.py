@@ -132,6 +132,9 @@ def attribute(row: Any, eager_agrees: bool | None = None, eager_note: str = "") 
         return Fault("compstack", f"compstack's import/export/harness failed ({status}): {first}")
     if stage in ("torch.export", "onnx-export"):  # no stack ran: the model never reached the common IR
         return Fault("compstack", f"compstack's export of the model failed at {stage}: {first}")
+    if stage == "build" and status in _LOST:  # the export worker was lost: the machine, not the model's code
+        return Fault("unknown", f"the export worker was {status} before any stack ran (the machine's memory or "
+                                f"time, not a stack's code): {first}")
     if stage == "build":
         return Fault("unknown", f"the model's own builder raised before any export: {first}")
     if status == "mismatch":

@@ -53,11 +53,16 @@ class ExportError(UserError):
 
     Attributes:
         stage: ``torch.export``, ``onnx-export`` or ``build`` (a zoo builder).
+        status: the rows' status: ``failed`` (the exporter or builder said why: it fails
+            the same way again), or, for a zoo export worker that was lost, ``crashed``
+            (killed by a signal, the kernel's OOM killer among them, or gone without a word)
+            or ``timeout``: as for a job's worker, ``--resume`` runs these again.
     """
 
-    def __init__(self, message: str, stage: str) -> None:
+    def __init__(self, message: str, stage: str, status: str = "failed") -> None:
         super().__init__(message)
         self.stage = stage
+        self.status = status
 
 
 class UnavailableError(CompstackError):

@@ -22,7 +22,8 @@ __all__ = ["export_failed"]
 
 def export_failed(name: str, exc: ExportError, targets: Sequence[str], settings: Settings,
                   on_result: Callable[[Result], None] | None = None) -> Report:
-    """The report of a model whose export failed: a ``failed`` row per target, stored.
+    """The report of a model whose export failed: a row per target (status ``exc.status``:
+    ``failed``, or ``crashed``/``timeout`` for a lost export worker), stored.
 
     Args:
         name: the model spec (``zoo:resnet50``, ``model.py:build``).
@@ -45,7 +46,7 @@ def export_failed(name: str, exc: ExportError, targets: Sequence[str], settings:
     try:
         db.run_status(report, "running")
         for target in targets:
-            row = set_fault(Result(target=target, status="failed", stage=exc.stage, error=str(exc),
+            row = set_fault(Result(target=target, status=exc.status, stage=exc.stage, error=str(exc),
                                    notes=["the model did not export, so no stack ran"]))
             report.results.append(row)
             db.add(report, row)

@@ -185,6 +185,7 @@ class _Runner:
         except UserError as exc:
             report.model["import_error"] = str(exc)
             report.model["import_stage"] = getattr(exc, "stage", "import")  # torch.export, onnx-export, build
+            report.model["import_status"] = getattr(exc, "status", "failed")  # crashed/timeout: a lost export worker
             return m
         m.source = source
         sets, origin = input_sets_for(source, self.copts)
@@ -461,7 +462,8 @@ def _plan(r: _Runner, options: SweepOptions) -> Iterator[list[tuple[JobKey, Job]
         for name in options.compare.targets:
             opts = options.compare.target_options.get(name, {})
             if m.source is None:
-                r.record(m, set_fault(Result(target=name, status="failed", error=m.report.model["import_error"],
+                r.record(m, set_fault(Result(target=name, status=m.report.model.get("import_status", "failed"),
+                                             error=m.report.model["import_error"],
                                              stage=m.report.model.get("import_stage", "import"))))
                 continue
             earlier = r.reuse.earlier(m.report.model.get("fingerprint", ""), name, opts, m.ref[0])

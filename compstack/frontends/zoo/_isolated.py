@@ -42,8 +42,9 @@ def export_zoo_isolated(short: str, cache_root: Path, timeout_s: float = ZOO_EXP
 
     Raises:
         ExportError: the builder, ``torch.export`` or the ONNX exporter failed (the stage
-            and one line, from the worker), or the worker passed ``timeout_s``, exited
-            without a word or died by a signal (stage ``build``).
+            and one line, from the worker; status ``failed``), or the worker passed
+            ``timeout_s`` (status ``timeout``), exited without a word or died by a signal
+            (status ``crashed``; stage ``build``).
     """
     out = Path(tempfile.mkdtemp(prefix="compstack-zoo-export-"))
     try:
@@ -52,11 +53,14 @@ def export_zoo_isolated(short: str, cache_root: Path, timeout_s: float = ZOO_EXP
             err = json.loads((out / "error.json").read_text())
             raise ExportError(err["error"], err.get("stage", "build"))
         if status == "timeout":
-            raise ExportError(f"zoo:{short}: the export was still running after {timeout_s:g} s", "build")
+            raise ExportError(f"zoo:{short}: the export was still running after {timeout_s:g} s", "build", "timeout")
         if rc != 0 or not (out / "done").exists():
             how = f"died by {signal.Signals(-rc).name}" if rc < 0 else f"exited with status {rc}"
+            if rc == -signal.SIGKILL:
+                how += " (possibly the kernel's OOM killer)"
             tail = " ".join((out / "worker.log").read_text(errors="replace").split()[-30:])
-            raise ExportError(f"zoo:{short}: the export worker {how} (peak {peak / 2**20:.0f} MiB): {tail}", "build")
+            raise ExportError(f"zoo:{short}: the export worker {how} (peak {peak / 2**20:.0f} MiB): {tail}", "build",
+                              "crashed")
         return peak
     finally:
         shutil.rmtree(out, ignore_errors=True)

@@ -169,6 +169,28 @@ def test_idle_daemon_leaves(mlp_onnx: Path, default_env: dict[str, str]) -> None
         "compstack: error: COMPSTACK_DAEMON_IDLE_S: 'soon' is not a number of seconds >= 0"
 
 
+def test_a_daemon_stops_its_idle_workers_when_memory_runs_short(mlp_onnx: Path, default_env: dict[str, str]) -> None:
+    """Under its memory floor the server stops its idle workers (a real-tier export was
+    OOM-killed beside three daemons' idle workers); the server itself stays. A floor above
+    any machine's memory stands for a machine short of it."""
+    env = {**default_env, "COMPSTACK_DAEMON_MEMORY_FLOOR_MB": "1e12"}
+    p = run_cli("compare", str(mlp_onnx), "--targets", "ort-cpu,openvino-cpu", "--no-latency", env=env)
+    assert p.returncode == 0, p.stderr
+    for _ in range(100):
+        [d] = _status(env)
+        if not d["workers"]:
+            break
+        time.sleep(0.1)
+    assert d["workers"] == [] and d["jobs"] == 3, d  # the reference and two targets ran; no worker kept
+    again = run_cli("compare", str(mlp_onnx), "--targets", "ort-cpu", "--no-latency", env=env)
+    assert again.returncode == 0, again.stderr  # a fresh worker takes the next job
+    assert [x["pid"] for x in _status(env)] == [d["pid"]]
+    run_cli("daemon", "stop", "--current", env=env)
+    bad = run_cli("compare", str(mlp_onnx), "--targets", "ort-cpu,tvm-llvm", env={**env, "COMPSTACK_DAEMON_MEMORY_FLOOR_MB": "lots"})
+    assert bad.returncode == 2 and bad.stderr.strip() == \
+        "compstack: error: COMPSTACK_DAEMON_MEMORY_FLOOR_MB: 'lots' is not a number of MiB >= 0"
+
+
 def test_a_frozen_daemon_costs_a_fallback_not_a_hang(mlp_onnx: Path, default_env: dict[str, str]) -> None:
     args = ("compare", str(mlp_onnx), "--targets", "ort-cpu,tvm-llvm", "--no-latency", "--json")
     assert run_cli(*args, env=default_env).returncode == 0

@@ -51,6 +51,28 @@ def test_pool_stops_a_worker_that_ends_a_job_above_its_memory_bound(tmp_path: Pa
         assert pool._count == 1 and len(pool._all) == 1
 
 
+def test_idle_workers_are_stopped_while_the_machine_is_short_of_memory(tmp_path: Path) -> None:
+    """A real-tier export was killed by the OOM killer at 7 GB on 24 GB beside three daemons'
+    idle workers (1 to 1.7 GB each). The daemon now stops idle workers, the largest first,
+    while MemAvailable is under its floor; a busy worker is never stopped, and the next job
+    of a stopped worker's target starts a fresh one."""
+    from compstack.run.pool import mem_available_mb, memory_floor_mb, shed_idle
+
+    here = mem_available_mb()
+    assert here is not None and here > 0 and memory_floor_mb() >= 2048
+    with PoolExecutor() as pool:
+        pool.run(relu_job(tmp_path, "a"), Limits(timeout_s=120))
+        pool.run(relu_job(tmp_path, "b", threads=1), Limits(timeout_s=120))  # another pool key: a second worker
+        assert len(pool._all) == 2
+        assert shed_idle(pool, 1000.0, lambda: 5000.0) == 0 and len(pool._all) == 2  # enough memory: kept
+        readings = iter([500.0, 3000.0])  # short, then enough once one worker is gone
+        assert shed_idle(pool, 1000.0, lambda: next(readings)) == 1 and len(pool._all) == 1
+        assert shed_idle(pool, 1000.0, lambda: 500.0) == 1 and pool._all == []  # none idle left: it stops asking
+        assert shed_idle(pool, float("inf")) == 0  # the real reading, nothing left to stop
+        again = pool.run(relu_job(tmp_path, "c"), Limits(timeout_s=120))
+        assert again.status == "ok" and len(pool._all) == 1 and pool._count == 3
+
+
 def test_job_is_json_and_unknown_names_are_errors(tmp_path: Path) -> None:
     job = relu_job(tmp_path, "j")
     job.save(tmp_path / "job.json")

@@ -28,6 +28,11 @@ Bazel's server: started on first use, found again through a socket, gone after a
 * **Idle exit.** The server leaves after :data:`IDLE_S` seconds without a job
   (``COMPSTACK_DAEMON_IDLE_S``), killing its workers. ``compstack daemon status|stop``
   lists and stops servers.
+* **Memory.** Every 2 s, while the machine's available memory is under
+  :func:`compstack.run.pool.memory_floor_mb` (``COMPSTACK_DAEMON_MEMORY_FLOOR_MB``), the
+  server stops its idle workers, the largest first (:func:`compstack.run.pool.shed_idle`):
+  a warm worker holds 1 to 3 GB after a real-size model, and each environment has its own
+  server.
 
 When the socket folder is unsafe or the server does not start, the command falls back to an
 in-command :class:`PoolExecutor` and says so once on stderr.
@@ -256,6 +261,9 @@ class DaemonExecutor(Executor):
 
     def __init__(self, idle_s: float | None = None, start_timeout_s: float = START_TIMEOUT_S) -> None:
         self.idle_s = _idle_s() if idle_s is None else idle_s
+        from compstack.run.pool import memory_floor_mb
+
+        memory_floor_mb()  # UserError here, in the command: the server reads the same variable
         self.start_timeout_s = start_timeout_s
         self._fallback: Executor | None = None
         self._process: ProcessExecutor | None = None

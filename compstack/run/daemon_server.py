@@ -27,6 +27,7 @@ from compstack.run import events
 from compstack.run.daemon import HEARTBEAT_S, _recv_line, _send, install
 from compstack.run.executors import Limits, PoolExecutor
 from compstack.run.jobs import Job
+from compstack.run.pool import memory_floor_mb, shed_idle
 
 __all__ = ["serve", "main"]
 
@@ -155,8 +156,14 @@ def serve(path: Path, idle_s: float) -> None:
     signal.signal(signal.SIGTERM, lambda *_: server.stopping.set())
     print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} daemon {os.getpid()} listening on {path} (idle exit "
           f"{idle_s:g} s)", file=sys.stderr, flush=True)
+    floor, checked = memory_floor_mb(), 0.0
     try:
         while not server.stopping.is_set() and not server.idle():
+            if time.monotonic() - checked > 2.0:  # idle workers go first when the machine runs short
+                checked = time.monotonic()
+                if stopped := shed_idle(server.pool, floor):
+                    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} stopped {stopped} idle worker(s): available "
+                          f"memory under {floor:.0f} MiB", file=sys.stderr, flush=True)
             try:
                 conn, _ = listener.accept()
             except socket.timeout:

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable
 from compstack.core.procs import kill_escaped, popen, python_module_argv, run_tempdir, tree_rss_bytes
 from compstack.run import events
 
-__all__ = ["WorkerProcess", "Reply", "run_pool"]
+__all__ = ["WorkerProcess", "Reply", "run_pool", "mem_available_mb", "memory_floor_mb", "shed_idle"]
 
 
 _WHAT = {"compstack.run.worker": "pool worker"}
@@ -248,6 +248,68 @@ class Reply:
 
 #: Seconds a worker may take to import its stack and load the cases before it counts as crashed.
 START_TIMEOUT_S = 120.0
+
+
+def mem_available_mb() -> float | None:
+    """``MemAvailable`` of ``/proc/meminfo`` (the kernel's estimate of memory a new process
+    can take without swapping, proc(5)), MiB; None where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def memory_floor_mb() -> float:
+    """Below this much available memory a daemon stops its idle pool workers
+    (:func:`shed_idle`): ``COMPSTACK_DAEMON_MEMORY_FLOOR_MB`` (0: never), else 15 % of the
+    machine's memory, at least 2 GiB (3.6 GB on 24 GB). MiB.
+
+    Raises:
+        UserError: the variable is not a number of MiB >= 0.
+    """
+    raw = os.environ.get("COMPSTACK_DAEMON_MEMORY_FLOOR_MB", "")
+    if raw:
+        try:
+            value = float(raw)
+            if not value >= 0:
+                raise ValueError
+        except ValueError:
+            from compstack.core.errors import UserError
+
+            raise UserError(f"COMPSTACK_DAEMON_MEMORY_FLOOR_MB: '{raw}' is not a number of MiB >= 0") from None
+        return value
+    from compstack.run.runner import default_memory_mb
+
+    return max(2048.0, default_memory_mb() / 0.75 * 0.15)
+
+
+def shed_idle(pool: Any, floor_mb: float, available: Callable[[], float | None] = mem_available_mb) -> int:
+    """Stop idle workers of ``pool`` (a :class:`compstack.run.executors.PoolExecutor`), the
+    largest first, while the machine's available memory is under ``floor_mb``.
+
+    A warm worker idles at 1 to 3 GB once its stack has compiled a real-size model; a
+    daemon keeps one per target, and every daemon (one per environment) keeps its own. A
+    real-tier export beside three daemons' idle workers was killed by the OOM killer at
+    7 GB on 24 GB. The next job of a stopped worker's target starts a fresh one (seconds).
+
+    Returns:
+        How many workers were stopped.
+    """
+    stopped = 0
+    while (left := available()) is not None and left < floor_mb:
+        with pool._lock:
+            idle = [w for ws in pool._idle.values() for w in ws if w.proc is not None]
+            if not idle:
+                return stopped
+            w = max(idle, key=lambda w: tree_rss_bytes(w.proc.pid))
+            pool._idle[w.key].remove(w)
+            pool._all.remove(w)
+        w.kill()
+        stopped += 1
+    return stopped
 
 
 def _log_tail(path: Path) -> str:

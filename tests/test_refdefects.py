@@ -199,6 +199,33 @@ def test_maxpool_indices_are_where_each_maximum_is() -> None:
     assert idx.ravel().tolist() == [2 * 4 + 2, 3 * 4 + 2, 2 * 4 + 3, 3 * 4 + 3, 26, 30, 27, 31]
 
 
+def _pool(x: np.ndarray, **attrs: object) -> tuple[list, list]:
+    t = h.np_dtype_to_tensor_dtype(x.dtype)
+    g = h.make_graph([h.make_node("MaxPool", ["x"], ["y", "i"], **attrs)], "g", [h.make_tensor_value_info("x", t, x.shape)],
+                     [h.make_tensor_value_info("y", t, None), h.make_tensor_value_info("i", T.INT64, None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 22)])
+    y, i = ReferenceEvaluator(m, new_ops=corrected_ops(m)).run(None, {"x": x})
+    return y.ravel().tolist(), i.ravel().tolist()
+
+
+def test_maxpool_indices_never_point_at_a_pad_and_follow_pytorch_on_nan() -> None:
+    """Found by a review: a real element equal to the pad value (uint8 0, int8 -128, -inf)
+    lost to the pad before it (index -1, or an index into the previous plane); a window with
+    two NaNs took the first (PyTorch's kernel replaces the maximum at every NaN: the last);
+    an empty batch raised. Expected values are PyTorch's (and ONNX Runtime's, but for NaN)."""
+    assert _pool(np.array([[[0, 5, 0, 3]]], np.uint8), kernel_shape=[2], pads=[1, 1]) == ([0, 5, 5, 3, 3], [0, 1, 1, 3, 3])
+    assert _pool(np.array([[[-128, -128, 7, -128]]], np.int8), kernel_shape=[3], pads=[1, 1])[1] == [0, 2, 2, 2]
+    ninf = np.array([[[1.0, 1.0, 1.0]], [[-np.inf, -np.inf, -np.inf]]], np.float32)  # batch 2: the second plane
+    assert _pool(ninf, kernel_shape=[3], pads=[1, 1])[1] == [0, 0, 1, 3, 3, 4]
+    assert _pool(np.zeros((1, 1, 2, 3), np.uint8), kernel_shape=[2, 2], pads=[1, 1, 1, 1], storage_order=1)[1] == \
+        [0, 0, 2, 4, 0, 0, 2, 4, 1, 1, 3, 5]
+    y, i = _pool(np.array([[[3.0, np.nan, 1.0, np.nan]]], np.float32), kernel_shape=[4])
+    assert np.isnan(y[0]) and i == [3]
+    y, i = _pool(np.array([[[3.0, np.nan, 1.0, np.nan]]]), kernel_shape=[2])
+    assert all(np.isnan(y)) and i == [1, 1, 3]
+    assert _pool(np.zeros((0, 1, 5), np.float32), kernel_shape=[3]) == ([], [])
+
+
 def test_maxpool_of_bfloat16_is_left_to_the_evaluator() -> None:
     """bfloat16 (onnx's own NumPy dtype, kind 'V') has no lowest value for the pads: the
     evaluator's MaxPool runs it (the corrected one raised ValueError)."""

@@ -202,47 +202,60 @@ def _max_pool(x: np.ndarray, _outputs: int = 1, **attrs: Any) -> np.ndarray | tu
     if _outputs > 1:
         where = [np.arange(y.shape[2 + d])[:, None] * strides[d] - pads[d] + np.arange(k[d])[None, :] * dil[d]
                  for d in range(nd)]
-        return y.astype(x.dtype), _max_pool_indices(x, where, int(attrs.get("storage_order", 0)), low)
+        y = y.astype(x.dtype)
+        return y, _max_pool_indices(x, y, where, int(attrs.get("storage_order", 0)))
     return y.astype(x.dtype)
 
 
-def _max_pool_indices(x: np.ndarray, where: list[np.ndarray], storage_order: int, low: Any) -> np.ndarray:
+def _max_pool_indices(x: np.ndarray, y: np.ndarray, where: list[np.ndarray], storage_order: int) -> np.ndarray:
     """MaxPool's ``Indices`` (Operators.md#MaxPool): for each output, where in ``x`` its maximum
     is, as an index into ``x`` flattened, batch and channel included (``[0, N*C*D1*...*Dn)``),
     pads never counted; ``storage_order=1`` numbers the spatial axes column-major (the first
-    fastest) as ONNX Runtime does. The first maximum of a window in row-major window order
-    wins a tie, and a NaN is its window's maximum (PyTorch's ``max_pool*d(return_indices=True)``).
+    fastest) as ONNX Runtime does. The spec names no tie rule; this is PyTorch's CPU kernel
+    (``max_pool*d(return_indices=True)``): the first element equal to the window's maximum in
+    row-major window order, and in a window holding NaN the last NaN (each NaN replaces the
+    maximum). A pad is never chosen, even where an element equals the pad value (uint8 0,
+    ``-inf``); a window wholly in the pads (pads at least the window: ONNX Runtime refuses
+    the model) points at the nearest element.
 
     Args:
         x: ``[N, C, D1, ..., Dn]``.
+        y: the pool's values, ``[N, C, out_1, ..., out_n]`` (each window's maximum).
         where: per spatial axis, ``[out_d, kernel_d]`` input positions of each window (may be
             outside ``[0, D_d)``: a pad).
         storage_order: 0 (row-major) or 1 (column-major).
-        low: the value a pad holds (never chosen over a real element).
 
     Returns:
         int64 ``[N, C, out_1, ..., out_n]``.
     """
     nd, sizes = len(where), x.shape[2:]
-    shape = [1] * (2 * nd)
     index, valid = [], np.ones((), bool)
     for d, pos in enumerate(where):
         at = [1] * (2 * nd)
         at[2 * d], at[2 * d + 1] = pos.shape
         index.append(np.clip(pos, 0, sizes[d] - 1).reshape(at))
         valid = valid & ((pos >= 0) & (pos < sizes[d])).reshape(at)
-        shape[2 * d], shape[2 * d + 1] = pos.shape
-    g = np.where(valid, x[(slice(None), slice(None), *index)], low)  # [N, C, o1, k1, o2, k2, ...]
-    g = g.transpose(0, 1, *range(2, 2 + 2 * nd, 2), *range(3, 3 + 2 * nd, 2))
-    outs, kernel = [where[d].shape[0] for d in range(nd)], [where[d].shape[1] for d in range(nd)]
-    best = np.argmax(g.reshape(*g.shape[:2 + nd], -1), axis=-1)  # first maximum; a NaN is the maximum
+    order_axes = (0, 1, *range(2, 2 + 2 * nd, 2), *range(3, 3 + 2 * nd, 2))  # [N, C, o1.., k1..]
+    g = x[(slice(None), slice(None), *index)].transpose(order_axes)
+    inside = np.broadcast_to(valid, (1, 1, *valid.shape)).transpose(order_axes)
+    outs, kernel = [p.shape[0] for p in where], [p.shape[1] for p in where]
+    flat_k = int(np.prod(kernel))
+    g = g.reshape(*g.shape[:2 + nd], flat_k)
+    inside = inside.reshape(*inside.shape[:2 + nd], flat_k)
+    m = y[..., None]
+    nan = np.isnan(m) if x.dtype.kind == "f" else np.zeros(m.shape, bool)
+    hit = inside & (g == m)
+    if x.dtype.kind == "f":
+        hit = hit | (inside & np.isnan(g) & nan)
+    first = np.argmax(hit, axis=-1)
+    last = flat_k - 1 - np.argmax(hit[..., ::-1], axis=-1)
+    best = np.where(nan[..., 0], last, first)
     ks = np.unravel_index(best, kernel)
     grid = np.meshgrid(*[np.arange(o) for o in outs], indexing="ij")
-    coords = [where[d][grid[d], ks[d]] for d in range(nd)]
+    coords = [np.clip(where[d][grid[d], ks[d]], 0, sizes[d] - 1) for d in range(nd)]
     plane = int(np.prod(sizes))
     flat = np.zeros(best.shape, np.int64)
-    order = range(nd) if storage_order == 0 else reversed(range(nd))
-    for d in order:
+    for d in (range(nd) if storage_order == 0 else reversed(range(nd))):
         flat = flat * sizes[d] + coords[d]
     nc = np.arange(x.shape[0] * x.shape[1], dtype=np.int64).reshape(x.shape[0], x.shape[1], *[1] * nd)
     return nc * plane + flat

@@ -100,6 +100,9 @@ def test_a_link_a_fifo_or_a_huge_file_in_a_records_place_is_not_read(tmp_path: P
     assert not path.exists()  # a FIFO is deleted
     path.write_bytes(b" " * (17 << 20))  # larger than any record
     assert rows.get(a, "ort-cpu") is None
+    for depth in (995, 5000):  # JSON nested past the recursion limit, parsing or hashing: RecursionError crashed every sweep
+        path.write_text('{"a": ' + "[" * depth + "]" * depth + "}")
+        assert rows.get(a, "ort-cpu") is None and not path.exists()
     assert time.monotonic() - t0 < 10
     rows.put(a, _row(), "sw-again")  # a job that ran again stores its row in the place
     assert rows.get(a, "ort-cpu") is not None

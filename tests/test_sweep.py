@@ -175,7 +175,7 @@ def test_a_warm_sweep_reads_judged_rows_from_the_store(models: list[str], store:
     assert timed.stored == 1 and timed.jobs_run == 1 and row.latency_ms is not None and row.latency_ms["runs"] >= 3
 
 
-def test_a_warm_sweep_does_not_import_a_zoo_model_whose_rows_are_stored(tmp_path: Path) -> None:
+def test_a_warm_sweep_does_not_import_a_zoo_model_whose_rows_are_stored(tmp_path: Path, caplog) -> None:
     """The warm real tier under --cache-max-size re-exported every pruned model only to find
     its stored rows by the export's fingerprint. A model record now finds them without the
     import: a warm sweep of a zoo model whose export is gone neither exports nor runs it."""
@@ -223,6 +223,28 @@ def test_a_warm_sweep_does_not_import_a_zoo_model_whose_rows_are_stored(tmp_path
     forged = _sweep(["zoo:mlp"], ["ort-cpu"], tmp_path, LocalExecutor(1), db="warm.sqlite")
     assert forged.stored == 1 and zoo_dir.exists()
     assert sorted(isinstance(json.loads(f.read_text())["stack_fp"], str) for f in records) == [False, True]  # rewritten
+    assert "refused: its stack_fp have the wrong type; zoo:mlp is imported" in caplog.text  # one warning line
+    # another model's record under mlp's key (its hash recomputed): refused by name, not taken
+    cnn = _sweep(["zoo:cnn"], ["ort-cpu"], tmp_path, LocalExecutor(1), db="warm.sqlite")
+    assert cnn.jobs_run == 2
+    docs = {f: json.loads(f.read_text()) for f in (tmp_path / "cache" / "rows").glob("*.json")}
+    mlp_rec = next(f for f, d in docs.items() if d.get("model", {}).get("name") == "zoo:mlp"
+                   and isinstance(d.get("stack_fp"), str))
+    cnn_rec = next(d for d in docs.values() if d.get("model", {}).get("name") == "zoo:cnn")
+    swapped = {**cnn_rec, "key": docs[mlp_rec]["key"]}
+    swapped.pop("_store")
+    swapped["_store"] = {"sha256": hashlib.sha256(canonical_json(swapped)).hexdigest()}
+    mlp_rec.write_text(json.dumps(swapped))
+    shutil.rmtree(zoo_dir)
+    caplog.clear()
+    taken = _sweep(["zoo:mlp"], ["ort-cpu"], tmp_path, LocalExecutor(1), db="warm.sqlite")
+    assert taken.models[0]["fingerprint"] == cold.models[0]["fingerprint"] and zoo_dir.exists()
+    assert "it is the record of 'zoo:cnn', not 'zoo:mlp'" in caplog.text
+    # JSON nested past Python's recursion limit (10 KB) in a record's place: refused, not a traceback
+    mlp_rec.write_text("[" * 5000 + "]" * 5000)
+    shutil.rmtree(zoo_dir)
+    deep = _sweep(["zoo:mlp"], ["ort-cpu"], tmp_path, LocalExecutor(1), db="warm.sqlite")
+    assert deep.stored == 1 and zoo_dir.exists() and "(RecursionError); rebuilt" in caplog.text
 
 
 class _Events:

@@ -156,7 +156,7 @@ def check_manifest(folder: Path) -> tuple[dict[str, Any] | None, str]:
         meta = json.loads(read_plain(Path(folder) / MANIFEST))
     except FileNotFoundError:
         return None, f"no {MANIFEST}"
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         return None, f"unreadable {MANIFEST} ({type(exc).__name__})"
     if not isinstance(meta, dict):
         return None, f"malformed {MANIFEST}"

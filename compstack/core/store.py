@@ -397,13 +397,14 @@ class Store:
             return None, self.refused(kind, path)[1]
         try:
             doc = json.loads(read_plain(path))  # a link, FIFO or device in its place is refused, not read
+            stamp = doc.pop("_store", None) if isinstance(doc, dict) else None
+            digest = hashlib.sha256(canonical_json(doc)).hexdigest()
         except (FileNotFoundError, NotADirectoryError):
             return None, ""
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested ~1000 deep
             self.evict(kind, k)
             return None, f"corrupt cache record {path} ({type(exc).__name__}); rebuilt"
-        stamp = doc.pop("_store", None) if isinstance(doc, dict) else None
-        if not isinstance(stamp, dict) or stamp.get("sha256") != hashlib.sha256(canonical_json(doc)).hexdigest():
+        if not isinstance(stamp, dict) or stamp.get("sha256") != digest:
             self.evict(kind, k)
             return None, f"corrupt cache record {path} (altered or not compstack's); rebuilt"
         with contextlib.suppress(OSError):
@@ -576,6 +577,6 @@ def _is_record(path: Path) -> bool:
     foreign ``.json`` in a record kind's folder is neither listed nor deleted."""
     try:
         doc = json.loads(read_plain(path))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
     return isinstance(doc, dict) and isinstance(doc.get("_store"), dict)

@@ -180,7 +180,7 @@ class OracleCache:
             return None
         try:
             data = json.loads((folder / _JSON).read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
         return data if isinstance(data, dict) else None
 

@@ -60,18 +60,43 @@ def _key(r: Any, spec: str) -> str | None:
     return key("rows", parts, {"compstack-code": code_digest(), **rows.judge})
 
 
-def _read(r: Any, k: str) -> dict[str, Any] | None:
-    """The record under ``k``, or None (a miss; a record of the wrong form is deleted)."""
+def _bad(data: dict[str, Any], k: str, spec: str) -> str:
+    """Why ``data``, read under key ``k``, is not the model record of ``spec`` (``""``: it is)."""
+    if data.get("key") != k:
+        return "it holds another key's record (copied or linked from another entry)"
+    bad = [f for f, t in _FIELDS.items() if not isinstance(data.get(f), t)]
+    if bad:
+        return f"its {', '.join(bad)} have the wrong type"
+    ref, model = data["ref"], data["model"]
+    if len(ref) != 2 or not isinstance(ref[0], str) or not ref[0] or not isinstance(ref[1], dict) \
+            or not all(isinstance(v, str) for v in ref[1].values()):
+        return "its reference is not a target and options"
+    if model.get("name") != spec or model.get("spec") != spec:
+        return f"it is the record of {model.get('name')!r}, not {spec!r}"
+    if not all(isinstance(data[f], str) and data[f] for f in ("stack_fp", "digest")) \
+            or not isinstance(model.get("fingerprint"), str) or not model["fingerprint"]:
+        return "its fingerprints or input digest are empty"
+    if not isinstance(data["reference"].get("target"), str):
+        return "its reference has no target"
+    return ""
+
+
+def _read(r: Any, k: str, spec: str) -> dict[str, Any] | None:
+    """The model record of ``spec`` under ``k``, or None: a miss, or a record that is not
+    one (deleted, with one warning line, as a stored row is)."""
+    from compstack.core.ownership import report_once
+
     try:
-        data, _why = r.reuse.rows.store.read_record("rows", k)
+        data, why = r.reuse.rows.store.read_record("rows", k)
     except OSError:
         return None
+    if why:
+        report_once(why)
     if data is None:
         return None
-    ref = data.get("ref")
-    if data.get("key") != k or any(not isinstance(data.get(f), t) for f, t in _FIELDS.items()) \
-            or len(ref) != 2 or not isinstance(ref[0], str) or not isinstance(ref[1], dict) \
-            or not data["stack_fp"] or not data["digest"] or not isinstance(data["model"].get("fingerprint"), str):
+    why = _bad(data, k, spec)
+    if why:
+        report_once(f"model record {k} refused: {why}; {spec} is imported")
         r.reuse.rows.store.evict("rows", k)
         return None
     return data
@@ -85,7 +110,7 @@ def skip_import(r: Any, spec: str, index: int) -> bool:
         True when its rows are written (the model is done); False: import it as before.
     """
     k = _key(r, spec)
-    data = _read(r, k) if k is not None else None
+    data = _read(r, k, spec) if k is not None else None
     if data is None:
         return False
     ref = (data["ref"][0], dict(data["ref"][1]))

@@ -63,6 +63,12 @@ def test_a_stored_row_reads_back_marked_and_keyed_by_what_judged_it(tmp_path: Pa
     assert rows.key("fp-a", "in", "ort-cpu", {}, '{"onnxruntime": "2"}', REF) != a
     assert rows.key("fp-a", "in", "ort-cpu", {}, '{"onnxruntime": "1"}', ("ort-cpu", {})) != a
     assert rows.key("fp-a", "in", "ort-cpu", {}, "?", REF) is None  # unknown versions: never stored
+    # a stack as the reference (--reference tvm-llvm): its release is part of the verdict (found by review)
+    tvm = ("tvm-llvm", {})
+    k1 = rows.key("fp-a", "in", "ort-cpu", {}, '{"onnxruntime": "1"}', tvm, '{"tvm": "0.26"}')
+    k2 = rows.key("fp-a", "in", "ort-cpu", {}, '{"onnxruntime": "1"}', tvm, '{"tvm": "0.27"}')
+    assert k1 and k2 and k1 != k2
+    assert rows.key("fp-a", "in", "ort-cpu", {}, '{"onnxruntime": "1"}', tvm, "?") is None
 
 
 def test_a_record_copied_from_another_key_is_refused(tmp_path: Path) -> None:

@@ -175,6 +175,18 @@ def test_a_warm_sweep_reads_judged_rows_from_the_store(models: list[str], store:
     assert timed.stored == 1 and timed.jobs_run == 1 and row.latency_ms is not None and row.latency_ms["runs"] >= 3
 
 
+def test_a_row_judged_against_a_stack_is_stored_only_with_that_stacks_release(models: list[str], tmp_path: Path) -> None:
+    """With a stack as the reference (``--reference openvino-cpu``), a stored row keyed
+    without that stack's release would be reused after upgrading it (found by review): its
+    versions are in the key, and a reference whose versions this sweep did not probe (not
+    one of its targets) is never stored."""
+    lone = [_sweep(models[:1], ["ort-cpu"], tmp_path, LocalExecutor(1), reference="openvino-cpu") for _ in range(2)]
+    assert lone[1].stored == 0 and lone[1].jobs_run == 2  # openvino-cpu's release unknown here: not stored
+    both = [_sweep(models[:1], ["ort-cpu", "openvino-cpu"], tmp_path, LocalExecutor(1), reference="openvino-cpu")
+            for _ in range(2)]
+    assert both[0].stored == 0 and both[1].stored == 2 and both[1].jobs_run == 0
+
+
 def test_a_warm_sweep_does_not_import_a_zoo_model_whose_rows_are_stored(tmp_path: Path, caplog) -> None:
     """The warm real tier under --cache-max-size re-exported every pruned model only to find
     its stored rows by the export's fingerprint. A model record now finds them without the

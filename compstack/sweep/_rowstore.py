@@ -119,16 +119,19 @@ class RowStore:
         self.judge = installed_versions(_JUDGE) if self.store is not None else {}  # once: in every key
 
     def key(self, fingerprint: str, digest: str, target: str, options: Mapping[str, str], versions: str,
-            reference: tuple[str, Mapping[str, str]]) -> str | None:
+            reference: tuple[str, Mapping[str, str]], reference_versions: str = "") -> str | None:
         """The key of one row, or None when it may not be stored (no store, no
-        fingerprint, or ``versions`` unknown: ``"?"``)."""
-        if self.store is None or not fingerprint or not digest or versions in ("", "?"):
+        fingerprint, or ``versions`` unknown: ``"?"``). ``reference_versions``: the versions
+        of a stack that is the reference (``--reference tvm-llvm``; ``""`` for the float64
+        references, whose packages are in every key)."""
+        if self.store is None or not fingerprint or not digest or versions in ("", "?") or reference_versions == "?":
             return None
         from compstack.core.store import host_id, key
         from compstack.run.oracle_cache import code_digest
 
+        ref = [reference[0], dict(reference[1]), *([reference_versions] if reference_versions else [])]
         parts = {"fp": fingerprint, "inputs": digest, "target": target, "options": dict(options),
-                 "reference": [reference[0], dict(reference[1])], "host": host_id(), **self.common}
+                 "reference": ref, "host": host_id(), **self.common}
         return key("rows", parts, {"stack": versions, "compstack-code": code_digest(), **self.judge})
 
     def get(self, k: str | None, target: str) -> Result | None:
@@ -264,6 +267,17 @@ class Reuse:
         the job fields (custom-op models are never stored)."""
         if self.rows.store is None or stack is None or common.get("op_origins"):
             return None, None
-        k = self.rows.key(stack.fingerprint, digest, name, opts, self.versions(name), reference)
+        k = self.row_key(stack.fingerprint, digest, name, opts, reference)
         hit = self.rows.get(k, name)
         return (hit, None) if hit is not None else (None, k)
+
+    def row_key(self, fingerprint: str, digest: str, name: str, opts: Mapping[str, str],
+                reference: tuple[str, Mapping[str, str]]) -> str | None:
+        """:meth:`RowStore.key` of target ``name``'s row, with the versions this sweep's
+        workers report for it and, when a stack is the reference, for that stack (unknown:
+        None, never stored: a verdict against another release of the reference is another
+        verdict; the float64 references' packages are in every key)."""
+        from compstack.run.oracle_cache import cacheable
+
+        ref_versions = "" if cacheable(*reference) else self.versions(reference[0])
+        return self.rows.key(fingerprint, digest, name, opts, self.versions(name), reference, ref_versions)

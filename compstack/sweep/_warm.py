@@ -121,7 +121,7 @@ def skip_import(r: Any, spec: str, index: int) -> bool:
         if earlier is not None:
             found.append((earlier[0], earlier[1]))
             continue
-        row_key = r.reuse.rows.key(data["stack_fp"], data["digest"], name, opts, r.reuse.versions(name), ref)
+        row_key = r.reuse.row_key(data["stack_fp"], data["digest"], name, opts, ref)
         row = r.reuse.rows.get(row_key, name)
         if row is None:
             return False

@@ -379,6 +379,11 @@ def test_cli_sweep_tier_and_dashboard_file(tmp_path: Path, isolated_env: Path) -
     missing = tmp_path / "none" / "results.sqlite"
     p = run_cli("sweep", "--last", "--db", str(missing))  # reading made an empty database (and its folder)
     assert p.returncode == 2 and "no results database at" in p.stderr and not missing.parent.exists()
+    for content in (b"", b"not a database"):  # an empty file became a 60 KB database
+        (tmp_path / "other.sqlite").write_bytes(content)
+        p = run_cli("sweep", "--last", "--db", str(tmp_path / "other.sqlite"))
+        assert p.returncode == 2 and "is not a results database" in p.stderr, p.stderr
+        assert (tmp_path / "other.sqlite").read_bytes() == content
 
 
 def test_sweep_rows_are_judged_as_compare_judges_them(tmp_path: Path, isolated_env: Path) -> None:

@@ -83,6 +83,13 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
                             "(the summary keeps the baseline the sweep ran with)")
         if not Path(cfg.db).is_file():  # reading must not leave an empty database behind
             raise UserError(f"sweep {used}: no results database at {cfg.db} (run `compstack sweep` first, or give --db)")
+        try:  # nor turn an empty or foreign file into one
+            with open(cfg.db, "rb") as f:
+                head = f.read(16)
+        except OSError as exc:
+            raise UserError(f"sweep {used}: cannot read {cfg.db} ({exc.strerror or exc})") from None
+        if head != b"SQLite format 3\x00":
+            raise UserError(f"sweep {used}: {cfg.db} is not a results database (not an SQLite file)")
         db = ResultsDB(cfg.db, cfg.db_busy_timeout_s)
         try:
             summary = summary_of_db(db)

@@ -68,11 +68,25 @@ def ray_executor(store: Path):
 
 
 def _sweep(models: list[str], targets: list[str], store: Path, executor, latency=None, timeout=60.0,
-           resume=False, memory_mb=0, cache_results=True, db="results.sqlite", **more):
+           resume=False, memory_mb=0, cache_results=True, db="results.sqlite", progress=None, **more):
     opts = CompareOptions(targets=targets, latency=latency, limits=Limits(timeout_s=timeout, memory_mb=memory_mb),
                           **more)
     cfg = settings(cache_dir=store / "cache", db=store / db)
-    return run_sweep(SweepOptions(models, opts, "ort-cpu", resume, cache_results=cache_results), cfg, executor)
+    return run_sweep(SweepOptions(models, opts, "ort-cpu", resume, cache_results=cache_results), cfg, executor,
+                     progress)
+
+
+class _Lines:
+    """A progress display that keeps its status lines (the sweep's other events are dropped)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def status(self, text: str) -> None:
+        self.lines.append(text)
+
+    def __getattr__(self, name: str):
+        return lambda *a, **k: None
 
 
 def test_expand_models(tmp_path: Path) -> None:
@@ -198,8 +212,10 @@ def test_a_warm_sweep_does_not_import_a_zoo_model_whose_rows_are_stored(tmp_path
     zoo_dir = tmp_path / "cache" / "zoo"
     assert [p.name for p in zoo_dir.iterdir() if p.name.startswith("mlp-")]
     shutil.rmtree(zoo_dir)  # pruned (--cache-max-size drops exports before rows)
-    warm = _sweep(["zoo:mlp"], ["ort-cpu"], tmp_path, LocalExecutor(1), db="warm.sqlite")
+    shown = _Lines()
+    warm = _sweep(["zoo:mlp"], ["ort-cpu"], tmp_path, LocalExecutor(1), db="warm.sqlite", progress=shown)
     assert warm.jobs_run == 0 and warm.stored == 1 and not zoo_dir.exists()  # not imported: nothing exported
+    assert shown.lines == ["zoo:mlp: every row resumed or stored; not imported"]  # no "importing zoo:mlp" first
     row, first = warm.rows[("zoo:mlp", "ort-cpu")], cold.rows[("zoo:mlp", "ort-cpu")]
     assert (row.status, row.compile_s, row.outputs) == (first.status, first.compile_s, first.outputs)
     assert warm.models[0]["fingerprint"] == cold.models[0]["fingerprint"] and warm.models[0]["params"] > 0

@@ -451,10 +451,10 @@ def _plan(r: _Runner, options: SweepOptions) -> Iterator[list[tuple[JobKey, Job]
     first); rows reused by ``--resume`` and rows of a model that did not import are
     written as the model is prepared (its list is then empty or short)."""
     for index, spec in enumerate(options.models):
-        if r.progress is not None:
-            r.progress.status(f"importing {spec} ({index + 1} of {len(options.models)})")
         if _warm.skip_import(r, spec, index):  # every row resumed or stored: the model is not imported
             continue
+        if r.progress is not None:
+            r.progress.status(f"importing {spec} ({index + 1} of {len(options.models)})")
         m = r.prepare(spec, index)
         r.models.append(m)
         r.db.run_status(m.report, "running", command=f"sweep {r.sweep_id}")

@@ -532,7 +532,9 @@ def test_cache_max_size_keeps_the_store_bounded(models: list[str], tmp_path: Pat
 
 def test_a_job_is_timed_from_its_start_not_from_when_the_driver_hears_of_it() -> None:
     """The driver's thread prepares the next model (a real model's export: minutes) while
-    jobs run; a job's time must still be its own (``sweep --json`` ``job_s``), not ~0."""
+    jobs run; a job's time must still be its own (``sweep --json`` ``job_s``): not ~0, and
+    not the job plus the import the driver was busy with when it ended (each event carries
+    the time it happened)."""
     import time as _time
 
     from compstack.run.jobs import Job, JobOutcome
@@ -554,6 +556,20 @@ def test_a_job_is_timed_from_its_start_not_from_when_the_driver_hears_of_it() ->
         return next(calls)
 
     job = Job(target="t", target_ref="x:Y", workdir="/tmp", model_path="", fingerprint="", inputs_path="")
+    heard: dict = {}
     ex.run([("k", job)], Limits(), False, lambda k, at=None: started.setdefault(k, at),
-           lambda k, o: ended.setdefault(k, _time.monotonic()), more)
-    assert started["k"] is not None and ended["k"] - started["k"] >= 0.6
+           lambda k, o, at=None: (ended.setdefault(k, at), heard.setdefault(k, _time.monotonic())), more)
+    assert started["k"] is not None and 0.6 <= ended["k"] - started["k"] < 1.4
+    assert heard["k"] - started["k"] >= 1.5  # heard after the driver's 1.5 s "import"
+
+
+def test_a_start_line_heard_late_says_when_the_job_started(capsys) -> None:
+    from compstack.sweep._display import SweepProgress
+
+    shown = SweepProgress()
+    shown.t0 -= 60.0  # the sweep began a minute ago
+    shown.started((0, "ort-cpu"), "zoo:mlp", time.monotonic() - 30.0)  # heard 30 s late
+    shown.started((0, "xla-cpu"), "zoo:mlp", time.monotonic())
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("[   60.0 s]") and lines[0].endswith("start ort-cpu on zoo:mlp (started at 30.0 s)")
+    assert lines[1].endswith("start xla-cpu on zoo:mlp")

@@ -53,13 +53,14 @@ class Executor(Protocol):
     name: str
 
     def run(self, jobs: list[tuple[JobKey, Job]], limits: Limits, exclusive: bool,
-            on_start: Callable[..., None], on_done: Callable[[JobKey, JobOutcome], None],
+            on_start: Callable[..., None], on_done: Callable[..., None],
             more: Callable[[], list[tuple[JobKey, Job]] | None] | None = None) -> None:
         """Run every job, calling ``on_done`` (in this thread) as each ends; ``exclusive``:
         one job at a time per node (latency). ``more``, called in this thread when a slot
-        would go idle, returns the next jobs (``None``: no more). ``on_start(key, at)``:
-        ``at`` is when the job started (``time.monotonic()``), or left out for now. Outputs
-        must be at ``job.outputs_path``."""
+        would go idle, returns the next jobs (``None``: no more). ``on_start(key, at)`` and
+        ``on_done(key, outcome, at)``: ``at`` is when the job started or ended
+        (``time.monotonic()``; this thread hears late while ``more`` prepares a model), or
+        left out for now. Outputs must be at ``job.outputs_path``."""
 
     def describe(self) -> dict[str, Any]:
         """What ran the jobs (nodes, slots), for the report."""
@@ -282,11 +283,11 @@ class _Runner:
         """A job started at ``at`` (``time.monotonic()``; default now: this thread may hear late)."""
         self._started[key] = time.monotonic() if at is None else at
         if self.progress is not None:
-            self.progress.started(key, self.models[key[0]].spec if isinstance(key, tuple) else "")
+            self.progress.started(key, self.models[key[0]].spec if isinstance(key, tuple) else "", at)
 
-    def on_done(self, key: JobKey, outcome: JobOutcome) -> None:
-        """Phase 1: a job ended."""
-        self._timing(key, outcome)
+    def on_done(self, key: JobKey, outcome: JobOutcome, at: float | None = None) -> None:
+        """Phase 1: a job ended (at ``at``, as :meth:`on_start`)."""
+        self._timing(key, outcome, at=at)
         m = self.models[key[0]]
         S._keep_numerics_of_latency_fault(outcome)
         job_dir = m.work / (key[1] or "ref")
@@ -298,11 +299,11 @@ class _Runner:
         else:
             self.finish_target(m, key[1], outcome)
 
-    def _timing(self, key: JobKey, outcome: JobOutcome, phase: str = "run") -> None:
+    def _timing(self, key: JobKey, outcome: JobOutcome, phase: str = "run", at: float | None = None) -> None:
         self.jobs_run += 1
-        t0 = self._started.pop(key, None)
+        t0, end = self._started.pop(key, None), time.monotonic() if at is None else at
         if t0 is not None:
-            self.job_times[f"{self.models[key[0]].spec}|{key[1] or 'reference'}|{phase}"] = time.monotonic() - t0
+            self.job_times[f"{self.models[key[0]].spec}|{key[1] or 'reference'}|{phase}"] = end - t0
         if self.progress is not None:
             self.progress.finished(key, outcome.status)
 
@@ -330,9 +331,9 @@ class _Runner:
             self.finish_target(m, target, waiting)
         m.waiting.clear()
 
-    def on_latency(self, key: JobKey, outcome: JobOutcome) -> None:
+    def on_latency(self, key: JobKey, outcome: JobOutcome, at: float | None = None) -> None:
         """Phase 2: a latency job ended; the row keeps phase 1's numerics."""
-        self._timing(key, outcome, "latency")
+        self._timing(key, outcome, "latency", at)
         result, _ = self.pending_latency.pop(key)
         if outcome.status == "ok" and not outcome.extra.get("latency_error"):
             result.latency_ms = outcome.latency

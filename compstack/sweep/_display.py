@@ -93,15 +93,18 @@ class SweepProgress:
         self.status(what)
         self._update()
 
-    def started(self, key: Any, model: str = "") -> None:
+    def started(self, key: Any, model: str = "", at: float | None = None) -> None:
         """A job started: ``key`` is (model index, target; ``""`` for the model's reference)
-        and ``model`` the model as given (``zoo:bert-base``)."""
+        and ``model`` the model as given (``zoo:bert-base``). ``at`` (``time.monotonic()``):
+        when it started, if this is heard later (the sweep's thread was importing the next
+        model); a line heard over a second late says when the job started."""
         self.running += 1
         self._update()
+        late = f" (started at {at - self.t0:.1f} s)" if at is not None and time.monotonic() - at > 1.0 else ""
         if isinstance(key, tuple) and len(key) == 2:
-            self._line(f"start {key[1] or 'reference'} on {model or f'model {key[0] + 1}'}")
+            self._line(f"start {key[1] or 'reference'} on {model or f'model {key[0] + 1}'}{late}")
         else:
-            self._line(f"start {key}")
+            self._line(f"start {key}{late}")
 
     def finished(self, key: Any, status: str) -> None:
         self.running = max(0, self.running - 1)

@@ -38,7 +38,8 @@ class LocalExecutor:
             on_start: Callable[..., None], on_done: Callable[[Any, JobOutcome], None],
             more: Callable[[], list[tuple[Any, Job]] | None] | None = None) -> None:
         """Run ``jobs``, then those ``more`` returns; callbacks are made in the calling
-        thread, in finishing order.
+        thread, in finishing order, each with the time its event happened
+        (``on_start(key, at)``, ``on_done(key, outcome, at)``; ``time.monotonic()``).
 
         ``more`` returns the next jobs, ``[]`` for none yet, or ``None`` when there are no
         more: a sweep prepares its next model while the jobs of the ones before it run. It
@@ -60,7 +61,8 @@ class LocalExecutor:
                 key, job = item
                 done.put(("start", key, time.monotonic()))  # when it started, not when this thread hears of it
                 try:
-                    done.put(("done", key, self.executor.run(job, limits)))
+                    outcome = self.executor.run(job, limits)
+                    done.put(("done", key, (outcome, time.monotonic())))  # when it ended, likewise
                 except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
                     done.put(("error", key, exc))
                     return
@@ -93,7 +95,7 @@ class LocalExecutor:
                 on_start(key, value)
             elif kind == "done":
                 left -= 1
-                on_done(key, value)
+                on_done(key, *value)
             else:
                 raise value
 

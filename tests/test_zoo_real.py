@@ -194,7 +194,7 @@ def test_a_lost_export_worker_is_crashed_or_timeout_not_a_failed_builder(tmp_pat
     exc = caught[0]
     assert exc.status == "crashed" and "SIGKILL (possibly the kernel's OOM killer)" in str(exc)
     fault = attribute(Result(target="ort-cpu", status=exc.status, stage=exc.stage, error=str(exc)))
-    assert fault.fault == "unknown" and "export worker was crashed" in fault.reason
+    assert fault.fault == "unknown" and "export worker was lost" in fault.reason
     # in a sweep: rows of that status (not failed), and --resume does not keep them
     from compstack.core.config import settings
     from compstack.run.runner import Limits

@@ -51,6 +51,7 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 #: tool, iree-compile or iree-import-onnx, exits non-zero).
 _WRAPPERS = ("compstack/targets/", "compstack/core/tools.py")
 _LOST = ("crashed", "timeout", "oom")
+_LOST_HOW = {"crashed": "was lost", "timeout": "ran past its time limit", "oom": "ran out of memory"}
 
 
 @dataclass(frozen=True)
@@ -126,14 +127,14 @@ def attribute(row: Any, eager_agrees: bool | None = None, eager_note: str = "") 
             return Fault("compstack", f"compstack's translation has no converter for {ops or first}")
         return Fault("stack", f"the stack does not support {ops or first}")
     if stage == "import" and status in _LOST:  # killed while loading the model: no code of a stack or ours to blame
-        return Fault("unknown", f"the worker was {status} while it loaded the model (the machine's memory or time, "
+        return Fault("unknown", f"the worker {_LOST_HOW[status]} while it loaded the model (the machine's memory or time, "
                                 f"not a stack's code): {first}")
     if stage == "import":
         return Fault("compstack", f"compstack's import/export/harness failed ({status}): {first}")
     if stage in ("torch.export", "onnx-export"):  # no stack ran: the model never reached the common IR
         return Fault("compstack", f"compstack's export of the model failed at {stage}: {first}")
     if stage == "build" and status in _LOST:  # the export worker was lost: the machine, not the model's code
-        return Fault("unknown", f"the export worker was {status} before any stack ran (the machine's memory or "
+        return Fault("unknown", f"the export worker {_LOST_HOW[status]} before any stack ran (the machine's memory or "
                                 f"time, not a stack's code): {first}")
     if stage == "build":
         return Fault("unknown", f"the model's own builder raised before any export: {first}")

@@ -16,7 +16,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx.reference import ReferenceEvaluator
 
-from compstack.analysis.refdefects import DEFECTS, corrected_ops, defects_for
+from compstack.analysis.refdefects import DEFECTS, _max_pool, corrected_ops, defects_for
 
 
 def _model(op: str, opset: int, shapes: list[list[int]], outputs: int = 1, **attrs: object):
@@ -224,6 +224,9 @@ def test_maxpool_indices_never_point_at_a_pad_and_follow_pytorch_on_nan() -> Non
     y, i = _pool(np.array([[[3.0, np.nan, 1.0, np.nan]]]), kernel_shape=[2])
     assert all(np.isnan(y)) and i == [1, 1, 3]
     assert _pool(np.zeros((0, 1, 5), np.float32), kernel_shape=[3]) == ([], [])
+    # an axis shorter than the window has no output (ONNX Runtime: [1, 1, 0, 3]; this raised ValueError)
+    y, i = _max_pool(np.ones((1, 1, 2, 5), np.float32), 2, kernel_shape=[3, 3])
+    assert y.shape == i.shape == (1, 1, 0, 3) and i.dtype == np.int64
 
 
 def test_maxpool_of_bfloat16_is_left_to_the_evaluator() -> None:

@@ -193,6 +193,9 @@ def _max_pool(x: np.ndarray, _outputs: int = 1, **attrs: Any) -> np.ndarray | tu
     for d in range(nd):
         ax, size, span = 2 + d, x.shape[2 + d], (k[d] - 1) * dil[d] + 1
         n = len(_pool_axis(size, k[d], strides[d], dil[d], pads[d], pads[nd + d], ceil)[1])
+        if n == 0:  # no window fits (ONNX Runtime: an empty output)
+            y = np.empty((*y.shape[:ax], 0, *y.shape[ax + 1:]), y.dtype)
+            continue
         need = (n - 1) * strides[d] + span  # the padded length the last window reaches
         width = [(0, 0)] * y.ndim
         width[ax] = (pads[d], max(0, need - size - pads[d]))
@@ -215,8 +218,9 @@ def _max_pool_indices(x: np.ndarray, y: np.ndarray, where: list[np.ndarray], sto
     (``max_pool*d(return_indices=True)``): the first element equal to the window's maximum in
     row-major window order, and in a window holding NaN the last NaN (each NaN replaces the
     maximum). A pad is never chosen, even where an element equals the pad value (uint8 0,
-    ``-inf``); a window wholly in the pads (pads at least the window: ONNX Runtime refuses
-    the model) points at the nearest element.
+    ``-inf``). A window wholly in the pads (pads at least the window, or dilation stepping
+    over the input) has no defined index: PyTorch and ONNX Runtime give one out of range
+    (ONNX Runtime -FLT_MAX as the value), this one points at the nearest element.
 
     Args:
         x: ``[N, C, D1, ..., Dn]``.

@@ -400,6 +400,17 @@ def test_cli_sweep_tier_and_dashboard_file(tmp_path: Path, isolated_env: Path) -
         p = run_cli("sweep", "--last", "--db", str(tmp_path / "other.sqlite"))
         assert p.returncode == 2 and "is not a results database" in p.stderr, p.stderr
         assert (tmp_path / "other.sqlite").read_bytes() == content
+    foreign = tmp_path / "foreign.sqlite"  # another program's database got compstack's tables added
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    before = foreign.read_bytes()
+    p = run_cli("sweep", "--last", "--db", str(foreign))
+    assert p.returncode == 2 and "not compstack's results database (no sweeps table)" in p.stderr, p.stderr
+    assert foreign.read_bytes() == before
+    (tmp_path / "cut.sqlite").write_bytes(before[:16] + b"\0" * 100)  # the header, then garbage
+    p = run_cli("sweep", "--last", "--db", str(tmp_path / "cut.sqlite"))
+    assert p.returncode == 2 and "cut.sqlite is not a readable results database" in p.stderr, p.stderr
 
 
 def test_sweep_rows_are_judged_as_compare_judges_them(tmp_path: Path, isolated_env: Path) -> None:

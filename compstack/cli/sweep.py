@@ -52,6 +52,33 @@ class SweepFlags:
     cache_results: bool = True
 
 
+def _check_results_db(path: Path, what: str) -> None:
+    """Refuse, before :class:`ResultsDB` opens it (and so adds its tables), a file that is not a
+    results database: unreadable, empty, not SQLite, malformed, or another program's database
+    (no ``sweeps`` table). Read-only: nothing is written.
+
+    Raises:
+        UserError: one line naming ``path``.
+    """
+    import contextlib
+    import sqlite3
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as exc:
+        raise UserError(f"{what}: cannot read {path} ({exc.strerror or exc})") from None
+    if head != b"SQLite format 3\x00":
+        raise UserError(f"{what}: {path} is not a results database (not an SQLite file)")
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error as exc:
+        raise UserError(f"{what}: {path} is not a readable results database ({exc})") from None
+    if "sweeps" not in tables:
+        raise UserError(f"{what}: {path} is an SQLite file but not compstack's results database (no sweeps table)")
+
+
 def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: ModelFlags,
               run: RunFlags) -> dict[str, Any]:
     """Run (or, with ``--last``, read back) a sweep; returns its summary.
@@ -83,13 +110,7 @@ def cli_sweep(models: list[str], targets_spec: str, flags: SweepFlags, model: Mo
                             "(the summary keeps the baseline the sweep ran with)")
         if not Path(cfg.db).is_file():  # reading must not leave an empty database behind
             raise UserError(f"sweep {used}: no results database at {cfg.db} (run `compstack sweep` first, or give --db)")
-        try:  # nor turn an empty or foreign file into one
-            with open(cfg.db, "rb") as f:
-                head = f.read(16)
-        except OSError as exc:
-            raise UserError(f"sweep {used}: cannot read {cfg.db} ({exc.strerror or exc})") from None
-        if head != b"SQLite format 3\x00":
-            raise UserError(f"sweep {used}: {cfg.db} is not a results database (not an SQLite file)")
+        _check_results_db(Path(cfg.db), f"sweep {used}")
         db = ResultsDB(cfg.db, cfg.db_busy_timeout_s)
         try:
             summary = summary_of_db(db)

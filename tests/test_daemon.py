@@ -186,9 +186,21 @@ def test_a_daemon_stops_its_idle_workers_when_memory_runs_short(mlp_onnx: Path, 
     assert again.returncode == 0, again.stderr  # a fresh worker takes the next job
     assert [x["pid"] for x in _status(env)] == [d["pid"]]
     run_cli("daemon", "stop", "--current", env=env)
-    bad = run_cli("compare", str(mlp_onnx), "--targets", "ort-cpu,tvm-llvm", env={**env, "COMPSTACK_DAEMON_MEMORY_FLOOR_MB": "lots"})
-    assert bad.returncode == 2 and bad.stderr.strip() == \
-        "compstack: error: COMPSTACK_DAEMON_MEMORY_FLOOR_MB: 'lots' is not a number of MiB >= 0"
+    for raw in ("lots", "inf"):  # inf stopped every idle worker every 2 s
+        bad = run_cli("compare", str(mlp_onnx), "--targets", "ort-cpu,tvm-llvm",
+                      env={**env, "COMPSTACK_DAEMON_MEMORY_FLOOR_MB": raw})
+        assert bad.returncode == 2 and bad.stderr.strip() == \
+            f"compstack: error: COMPSTACK_DAEMON_MEMORY_FLOOR_MB: '{raw}' is not a finite number of MiB >= 0"
+
+
+def test_setting_the_memory_floor_does_not_start_a_second_daemon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by review: the floor was part of the daemon's key, so setting it to relieve a
+    machine short of memory started another server beside the one holding the workers."""
+    from compstack.run.daemon import daemon_key
+
+    before = daemon_key()
+    monkeypatch.setenv("COMPSTACK_DAEMON_MEMORY_FLOOR_MB", "4096")
+    assert daemon_key() == before
 
 
 def test_a_frozen_daemon_costs_a_fallback_not_a_hang(mlp_onnx: Path, default_env: dict[str, str]) -> None:

@@ -265,7 +265,9 @@ def mem_available_mb() -> float | None:
 def memory_floor_mb() -> float:
     """Below this much available memory a daemon stops its idle pool workers
     (:func:`shed_idle`): ``COMPSTACK_DAEMON_MEMORY_FLOOR_MB`` (0: never), else 15 % of the
-    machine's memory, at least 2 GiB (3.6 GB on 24 GB). MiB.
+    machine's memory, at least 2 GiB (3.6 GB on 24 GB). MiB. Read when a server starts (the
+    variable is not in the daemon's key, as ``COMPSTACK_DAEMON_IDLE_S``: setting it does
+    not start a second server beside a running one; ``compstack daemon stop`` applies it).
 
     Raises:
         UserError: the variable is not a number of MiB >= 0.
@@ -274,12 +276,12 @@ def memory_floor_mb() -> float:
     if raw:
         try:
             value = float(raw)
-            if not value >= 0:
+            if not 0 <= value < float("inf"):  # NaN, negative or infinite (every idle worker stopped)
                 raise ValueError
         except ValueError:
             from compstack.core.errors import UserError
 
-            raise UserError(f"COMPSTACK_DAEMON_MEMORY_FLOOR_MB: '{raw}' is not a number of MiB >= 0") from None
+            raise UserError(f"COMPSTACK_DAEMON_MEMORY_FLOOR_MB: '{raw}' is not a finite number of MiB >= 0") from None
         return value
     from compstack.run.runner import default_memory_mb
 

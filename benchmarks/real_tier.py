@@ -22,7 +22,9 @@ TorchScript's native path trace and compile again). ``--resume`` makes a killed 
 on where it stopped: run the same command again with the same ``--work`` folder; the cold
 figure is then also given summed over every sweep the cold database holds (each records its
 own start and end, an interrupted one too), so a run resumed after a kill still has its total,
-and the warm runs are set against that total. ``--no-rerun`` skips the ``--no-cache-results``
+and the warm runs are set against that total (a part's own record leaves out the command's
+start, which the warm runs' wall time includes: the ratio errs high). Job seconds are then
+summed over the parts that recorded them. ``--no-rerun`` skips the ``--no-cache-results``
 run (under a cap it exports the tier again, a large fraction of cold).
 
 Usage:
@@ -81,12 +83,18 @@ def _cold_sweeps(db: Path) -> list[dict[str, Any]]:
     of the sweep's own record (an interrupted sweep records its end too); a sweep killed before
     it could (SIGKILL, a lost machine) ends, here, at its last row (``"end": "last row"``)."""
     with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT sweep_id, started, ended, status FROM sweeps ORDER BY started").fetchall()
+        rows = conn.execute("SELECT sweep_id, started, ended, status, summary_json FROM sweeps "
+                            "ORDER BY started").fetchall()
         last = dict(conn.execute("SELECT sweep_id, MAX(created) FROM results GROUP BY sweep_id").fetchall())
     out = []
-    for i, s, e, st in rows:
+    for i, s, e, st, summary in rows:
         end, how = (e, "recorded") if e else (last.get(i), "last row")
-        out.append({"sweep_id": i, "status": st, "end": how, "wall_s": (end - s) if s and end else None})
+        try:  # a part killed before it wrote its summary has no job seconds
+            job_s = json.loads(summary).get("job_s") if summary else None
+        except ValueError:
+            job_s = None
+        out.append({"sweep_id": i, "status": st, "end": how, "wall_s": (end - s) if s and end else None,
+                    "job_s": job_s if isinstance(job_s, dict) else None})
     return out
 
 
@@ -156,6 +164,13 @@ def main() -> int:
     if (work / "cold.sqlite").exists():  # a cold run killed and resumed: its parts, and their sum
         result["cold_sweeps"] = _cold_sweeps(work / "cold.sqlite")
         result["cold_total_s"] = sum(p["wall_s"] or 0.0 for p in result["cold_sweeps"])
+        if len(result["cold_sweeps"]) > 1:  # job seconds over every part that recorded them, not the last alone
+            summed: dict[str, float] = {}
+            for part in result["cold_sweeps"]:
+                for k, v in (part["job_s"] or {}).items():
+                    summed[k] = summed.get(k, 0.0) + float(v)
+            result["cold_job_s"] = summed
+            result["cold_job_s_parts"] = sum(p["job_s"] is not None for p in result["cold_sweeps"])
     # the cold figure a warm run is set against: a resumed cold run's sum over its parts, not its last part
     cold_ref = result["cold_total_s"] if len(result.get("cold_sweeps", [])) > 1 else cold_s
     result["cold_ref_s"] = cold_ref
@@ -184,10 +199,14 @@ def main() -> int:
         f"; warm with --no-cache-results: {result['rerun_s']:.1f} s (x{result['rerun_over_cold']:.2f} of cold)"
         if "rerun_s" in result else ""))
     if result.get("cold_job_s"):
-        print("\njob seconds (worker wall time, summed over the models) | cold | warm | warm --no-cache-results")
+        over = (f", cold over {result['cold_job_s_parts']} of {len(parts)} parts"
+                if "cold_job_s_parts" in result else "")
+        print(f"\njob seconds (worker wall time, summed over the models{over}) | cold | warm | "
+              "warm --no-cache-results")
         for k, v in result["cold_job_s"].items():
-            print(f"  {k:<18} {v:8.1f} {result.get('warm_job_s', {}).get(k, 0.0):8.1f} "
-                  f"{result.get('rerun_job_s', {}).get(k, float('nan')):8.1f}")
+            warm = _fmt(result["warm_job_s"].get(k, 0.0) if "warm_s" in result else None, ".1f")
+            rerun = _fmt(result["rerun_job_s"].get(k, 0.0) if "rerun_s" in result else None, ".1f")
+            print(f"  {k:<18} {v:8.1f} {warm:>8} {rerun:>8}")
     print("\n| target | ok/rows | compile median s | geomean s | max s | peak RSS compile median/max MiB "
           "| run max MiB | non-ok by status@stage | faults |")
     print("|---|---|---|---|---|---|---|---|---|")

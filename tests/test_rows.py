@@ -138,6 +138,11 @@ def test_fault_rules_name_compstack_for_its_own_code_and_the_stack_for_the_rest(
     assert attribute(_row(status="unsupported", unsupported_ops=["Foo"])).fault == "compstack"
     assert attribute(_row(status="unsupported", unsupported_ops=["Foo"], flags={})).fault == "stack"
     assert attribute(_row(status="timeout", stage="compile", error="killed")).fault == "stack"
+    # the whole-tier run: IREE's worker (11.7 GB) taken by the kernel's OOM killer while TVM compiled beside it
+    oom_killed = _row(status="crashed", stage="lower", flags={},
+                      error="worker died by SIGKILL (possibly the kernel's OOM killer) in stage lower")
+    assert attribute(oom_killed).fault == "unknown" and "from outside" in attribute(oom_killed).reason
+    assert attribute(_row(status="crashed", stage="run", error="worker died by SIGSEGV in stage run")).fault == "stack"
     assert attribute(_row(status="mismatch", stage="compare"), eager_agrees=True).fault == "stack"
     assert attribute(_row(status="mismatch", stage="compare"), eager_agrees=False).fault == "compstack"
     assert attribute(_row(status="mismatch", stage="compare")).fault == "unknown"

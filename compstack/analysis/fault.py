@@ -25,7 +25,9 @@ Every non-ok row of compare, sweep and conformance gets ``fault`` (one of
 * ``undefined``: the verdict says the graph's result is undefined (a UB rule of
   :mod:`compstack.fuzz.ub` fired; status or verdict ``undefined``).
 * ``unknown``: the rest (the stack is not installed here; no reference to compare
-  with; a worker killed or lost while it loaded the model, before any stack ran; a model
+  with; a worker killed or lost while it loaded the model, before any stack ran; a stack's
+  worker killed by SIGKILL from outside, which compstack's own limits never send (the
+  kernel's OOM killer when jobs beside it took the machine's memory); a model
   whose own builder raised (stage ``build``); a native framework path's mismatch, where the reference ran compstack's ONNX
   export of the program, so either may be wrong: ``compstack explain`` tells them
   apart).
@@ -140,8 +142,12 @@ def attribute(row: Any, eager_agrees: bool | None = None, eager_note: str = "") 
         return Fault("unknown", f"the model's own builder raised before any export: {first}")
     if status == "mismatch":
         return _mismatch(translated, row, eager_agrees, eager_note)
+    if status == "crashed" and "SIGKILL" in first:  # compstack's own kills are timeout/oom: this came from outside
+        return Fault("unknown", f"the stack's worker was killed by SIGKILL in {stage or 'its job'} from outside (the "
+                                f"kernel's OOM killer on a machine short of memory, or another process); rerun it "
+                                f"alone or under --memory-limit to tell: {first}")
     if status in _LOST:
-        return Fault("stack", f"the stack's worker was {status} in {stage or 'its job'}: {first}")
+        return Fault("stack", f"the stack's worker {_LOST_HOW[status]} in {stage or 'its job'}: {first}")
     if status == "failed" and stage == "compare":
         return Fault("unknown", f"nothing to compare with: {first}")
     ours = _ours(row.log or "", translated)

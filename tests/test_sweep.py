@@ -584,3 +584,40 @@ def test_a_start_line_heard_late_says_when_the_job_started(capsys) -> None:
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("[   60.0 s]") and lines[0].endswith("start ort-cpu on zoo:mlp (started at 30.0 s)")
     assert lines[1].endswith("start xla-cpu on zoo:mlp")
+
+
+def test_a_job_killed_beside_others_runs_again_alone() -> None:
+    """The tier run lost qwen2.5-0.5b's IREE compile (11.7 GB) to the kernel's OOM killer
+    while another compile ran beside it. Such a job runs once more, alone: the other job
+    ends first and no new one starts until it has; a job killed alone is not run again."""
+    from compstack.run.jobs import Job, JobOutcome
+
+    calls: list[tuple[str, float, float]] = []
+
+    class Machine:  # the first run of "big" is killed from outside; "side" runs long
+        def run(self, job: Job, limits: Limits) -> JobOutcome:
+            t = time.monotonic()
+            time.sleep(1.0 if job.target == "side" else 0.1)
+            calls.append((job.target, t, time.monotonic()))
+            if job.target.startswith("big") and sum(c[0] == job.target for c in calls) == 1:
+                return JobOutcome(job.target, status="crashed", stage="lower",
+                                  error="worker died by SIGKILL (possibly the kernel's OOM killer) in stage lower")
+            return JobOutcome(job.target)
+
+    def job(name: str) -> Job:
+        return Job(target=name, target_ref="", workdir="", model_path="", fingerprint="", inputs_path="")
+
+    ex = LocalExecutor(2)
+    ex.executor = Machine()  # type: ignore[assignment]
+    got: dict = {}
+    ex.run([("big", job("big")), ("side", job("side")), ("late", job("late"))], Limits(), False,
+           lambda k, at=None: None, lambda k, o, at=None: got.setdefault(k, o))
+    assert got["big"].status == "ok" and "run again alone" in got["big"].extra["notes"][0]
+    runs = {name: [(a, b) for n, a, b in calls if n == name] for name in ("big", "side", "late")}
+    retry_start, retry_end = runs["big"][1]
+    assert retry_start >= runs["side"][0][1]  # the job beside it ended first
+    assert runs["late"][0][0] >= retry_end  # and nothing started while it ran again
+    calls.clear()
+    ex.run([("big-alone", job("big-alone"))], Limits(), False, lambda k, at=None: None,
+           lambda k, o, at=None: got.setdefault(k, o))
+    assert got["big-alone"].status == "crashed" and len(calls) == 1  # killed alone: that is its row

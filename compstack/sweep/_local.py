@@ -15,6 +15,47 @@ from compstack.run.jobs import Job, JobOutcome
 __all__ = ["LocalExecutor"]
 
 
+def killed_from_outside(outcome: JobOutcome) -> bool:
+    """Whether a job's worker died of a SIGKILL that compstack did not send (its own limits
+    give ``timeout`` and ``oom``): the kernel's OOM killer, on a machine whose memory the
+    jobs beside it took, or another process."""
+    return outcome.status == "crashed" and "SIGKILL" in outcome.error
+
+
+class _Gate:
+    """Jobs run side by side; a job run again alone waits until none runs, and no job
+    starts while one waits or runs alone."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.running = self.alone = 0  # jobs running; jobs waiting to run alone or running alone
+        self.starts = 0  # jobs started so far
+        self.solo = False
+
+    def enter(self, alone: bool) -> tuple[int, int]:
+        """Wait until the job may start; returns (its start number, jobs running then)."""
+        with self.cond:
+            if alone:
+                self.alone += 1
+                self.cond.wait_for(lambda: self.running == 0 and not self.solo)
+                self.solo = True
+            else:
+                self.cond.wait_for(lambda: self.alone == 0)
+            self.starts += 1
+            self.running += 1
+            return self.starts, self.running - 1
+
+    def leave(self, alone: bool, entered: tuple[int, int]) -> bool:
+        """The job ended; returns whether another job ran beside it."""
+        with self.cond:
+            self.running -= 1
+            if alone:
+                self.alone -= 1
+                self.solo = False
+            self.cond.notify_all()
+            return entered[1] > 0 or self.starts > entered[0]
+
+
 class LocalExecutor:
     """Jobs on a :mod:`compstack.run.executors` executor (default ``process``: each job
     in its own worker process), at most ``jobs`` at a time; ``exclusive`` runs (latency)
@@ -46,12 +87,18 @@ class LocalExecutor:
         is called in this thread whenever fewer jobs wait than its last answer held (at
         least the slots): one model's jobs stay queued while the next is prepared, since
         preparing (a real model's export: up to a minute) holds this thread.
+
+        A job whose worker was killed from outside (:func:`killed_from_outside`: on a
+        machine short of memory, the kernel's OOM killer takes the largest worker, which a
+        job beside it may have made short) runs once more, alone: the others end first and
+        no new one starts until it has. Its row says so; a second such death is its row.
         """
         todo: queue.Queue[tuple[Any, Job] | None] = queue.Queue()
         done: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
         for item in jobs:
             todo.put(item)
         n = 1 if exclusive else (self.slots if more is not None else min(self.slots, len(jobs)))
+        gate = _Gate()
 
         def worker() -> None:
             while True:
@@ -59,10 +106,18 @@ class LocalExecutor:
                 if item is None:  # no more jobs
                     return
                 key, job = item
-                done.put(("start", key, time.monotonic()))  # when it started, not when this thread hears of it
+
+                def started(k: Any = key) -> None:  # when it started, not when the calling thread hears of it
+                    done.put(("start", k, time.monotonic()))
+
                 try:
-                    outcome = self.executor.run(job, limits)
-                    done.put(("done", key, (outcome, time.monotonic())))  # when it ended, likewise
+                    outcome, crowded = self._run(job, limits, gate, False, started)
+                    if killed_from_outside(outcome) and crowded:
+                        first = outcome.error
+                        outcome, _ = self._run(job, limits, gate, True)
+                        outcome.extra.setdefault("notes", []).append(
+                            f"run again alone: its worker was killed beside other jobs ({first})")
+                    done.put(("done", key, (outcome, time.monotonic())))  # when it ended, as "start"
                 except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
                     done.put(("error", key, exc))
                     return
@@ -98,6 +153,18 @@ class LocalExecutor:
                 on_done(key, *value)
             else:
                 raise value
+
+    def _run(self, job: Job, limits: Limits, gate: _Gate, alone: bool,
+             started: Callable[[], None] = lambda: None) -> tuple[JobOutcome, bool]:
+        """One job through ``gate`` (``started`` is called once it may start); returns its
+        outcome and whether another job ran beside it."""
+        entered = gate.enter(alone)
+        try:
+            started()
+            outcome = self.executor.run(job, limits)
+        finally:
+            crowded = gate.leave(alone, entered)
+        return outcome, crowded
 
     def close(self) -> None:
         """Release the executor's workers (when this sweep made it)."""

@@ -111,6 +111,18 @@ def test_last_is_the_newest_and_mismatch_is_red(stored: dict) -> None:
     assert "outside tolerance rtol=0 atol=0" in page
 
 
+def test_a_database_whose_path_has_a_question_mark_is_read(stored: dict, tmp_path: Path) -> None:
+    """The read-only open built an SQLite URI from the raw path: 'a?b' opened another
+    database ("no runs in this database yet")."""
+    import shutil
+
+    odd = tmp_path / "runs?2026#1" / "results.sqlite"
+    odd.parent.mkdir()
+    shutil.copy(stored["db"], odd)
+    proc = run_cli("report", "--last", "-o", str(tmp_path / "r.html"), "--db", str(odd))
+    assert proc.returncode == 0 and "conformance run" in proc.stdout, proc.stderr
+
+
 @pytest.mark.parametrize("case", ["no-db", "empty-db", "not-sqlite", "unknown-run", "unwritable", "both"])
 def test_bad_input_is_one_line(stored: dict, tmp_path: Path, case: str) -> None:
     db = stored["db"]

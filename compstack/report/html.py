@@ -108,7 +108,7 @@ def load_run(db: Path, run_id: str | None = None) -> RunData:
     if not db.is_file():
         raise UserError(f"--db {db}: no results database there (run `compstack compare` first)")
     try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True)  # as_uri: a ? or # in the path
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.Error as exc:
         raise UserError(f"--db {db}: not a results database ({exc})") from None
@@ -165,7 +165,7 @@ def newest_is_sweep(db: Path) -> bool:
     if not db.is_file():
         return False
     try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True)  # as_uri: a ? or # in the path
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         runs = _run_ids(conn, tables)
         cols = {r[1] for r in conn.execute("PRAGMA table_info(results)")}

@@ -36,13 +36,9 @@ class MemoryLimitError(CompstackError):
 
 def own_rss_mb() -> float:
     """Resident anonymous memory of this process, MiB (0 when ``/proc`` has none)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0.0
+    from compstack.core.procs import proc_kb
+
+    return (proc_kb("/proc/self/status", "RssAnon") or 0) / 1024
 
 
 def guard_own_memory(limit_mb: int, what: str, poll_s: float = 0.05, grace_s: float = 5.0) -> None:

@@ -356,3 +356,15 @@ def kill_group(proc: Any) -> None:
         pass
     except PermissionError:
         proc.kill()
+
+
+def proc_kb(path: str, name: str) -> int | None:
+    """The ``NAME:  N kB`` field of a ``/proc`` status file (``/proc/meminfo``,
+    ``/proc/self/status``: proc(5)), kB; None where the file or field cannot be read."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(f"{name}:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

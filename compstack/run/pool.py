@@ -253,13 +253,10 @@ START_TIMEOUT_S = 120.0
 def mem_available_mb() -> float | None:
     """``MemAvailable`` of ``/proc/meminfo`` (the kernel's estimate of memory a new process
     can take without swapping, proc(5)), MiB; None where it cannot be read."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    from compstack.core.procs import proc_kb
+
+    kb = proc_kb("/proc/meminfo", "MemAvailable")
+    return None if kb is None else kb / 1024
 
 
 def memory_floor_mb() -> float:

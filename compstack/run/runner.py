@@ -6,8 +6,6 @@ status words (``timeout``, ``oom``, ``crashed``); this module keeps the names ca
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from compstack.run.executors import InlineExecutor, Limits, ProcessExecutor
 from compstack.run.jobs import Job, JobOutcome
 
@@ -16,13 +14,9 @@ __all__ = ["Limits", "run_isolated", "run_inline", "default_memory_mb"]
 
 def default_memory_mb() -> int:
     """75 % of this machine's physical memory, in MiB (0 when it cannot be read)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(int(line.split()[1]) * 0.75 / 1024)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+    from compstack.core.procs import proc_kb
+
+    return int((proc_kb("/proc/meminfo", "MemTotal") or 0) * 0.75 / 1024)
 
 
 def run_isolated(job: Job, limits: Limits = Limits(), poll_s: float = 0.05) -> JobOutcome:

@@ -35,7 +35,7 @@ import threading
 import time
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from compstack.core.results import Result
 
@@ -138,7 +138,25 @@ class RowStore:
         """The row of ``target`` stored under ``k``, marked as read back, or None on a miss
         (an entry that is altered, holds another key's or target's row, or fields of the
         wrong type is deleted and reported once)."""
-        if k is None or self.store is None:
+        if k is None:
+            return None
+        data = self.read(k, lambda d: _bad_row(d, k, target), "stored row", "the job runs again")
+        if data is None:
+            return None
+        result = Result(**data["row"])
+        sweep, at = data["sweep"], float(data["at"])
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(at))
+        result.flags = {**result.flags, "stored_row": {"sweep": sweep, "at": at}}
+        note = (f"stored: numerics judged by sweep {sweep} at {when}, not run again (--no-cache-results runs it); "
+                "latency, when on, is measured again")
+        result.notes = [*result.notes, note]
+        return result
+
+    def read(self, k: str, bad: Callable[[dict[str, Any]], str], what: str, then: str) -> dict[str, Any] | None:
+        """The ``rows`` record under ``k``, or None: no store, a miss, or a record that is
+        altered or that ``bad`` finds wrong (it returns why, ``""`` for none); such a record
+        is deleted and reported once: ``"{what} {k} refused: {why}; {then}"``."""
+        if self.store is None:
             return None
         from compstack.core.ownership import report_once
 
@@ -150,19 +168,12 @@ class RowStore:
             report_once(why)
         if data is None:
             return None
-        why = _bad_row(data, k, target)
+        why = bad(data)
         if why:
-            report_once(f"stored row {k} refused: {why}; the job runs again")
+            report_once(f"{what} {k} refused: {why}; {then}")
             self.store.evict("rows", k)
             return None
-        result = Result(**data["row"])
-        sweep, at = data["sweep"], float(data["at"])
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(at))
-        result.flags = {**result.flags, "stored_row": {"sweep": sweep, "at": at}}
-        note = (f"stored: numerics judged by sweep {sweep} at {when}, not run again (--no-cache-results runs it); "
-                "latency, when on, is measured again")
-        result.notes = [*result.notes, note]
-        return result
+        return data
 
     def put(self, k: str | None, result: Result, sweep_id: str) -> None:
         """Store ``result`` (its numerics row: no latency, no log) under ``k``; a full

@@ -84,22 +84,7 @@ def _bad(data: dict[str, Any], k: str, spec: str) -> str:
 def _read(r: Any, k: str, spec: str) -> dict[str, Any] | None:
     """The model record of ``spec`` under ``k``, or None: a miss, or a record that is not
     one (deleted, with one warning line, as a stored row is)."""
-    from compstack.core.ownership import report_once
-
-    try:
-        data, why = r.reuse.rows.store.read_record("rows", k)
-    except OSError:
-        return None
-    if why:
-        report_once(why)
-    if data is None:
-        return None
-    why = _bad(data, k, spec)
-    if why:
-        report_once(f"model record {k} refused: {why}; {spec} is imported")
-        r.reuse.rows.store.evict("rows", k)
-        return None
-    return data
+    return r.reuse.rows.read(k, lambda d: _bad(d, k, spec), "model record", f"{spec} is imported")
 
 
 def skip_import(r: Any, spec: str, index: int) -> bool:

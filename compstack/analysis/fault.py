@@ -41,7 +41,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TRANSLATED_STACKS", "Fault", "attribute", "conformance_fault", "innermost_frame", "is_translated"]
+__all__ = ["TRANSLATED_STACKS", "Fault", "attribute", "conformance_fault", "innermost_frame", "is_translated",
+           "killed_from_outside"]
 
 #: Targets whose stack does not read ONNX: on the ``translated`` path they run
 #: compstack's translation of the common IR (JAX for XLA, torch.fx for the others).
@@ -54,6 +55,13 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 _WRAPPERS = ("compstack/targets/", "compstack/core/tools.py")
 _LOST = ("crashed", "timeout", "oom")
 _LOST_HOW = {"crashed": "was lost", "timeout": "ran past its time limit", "oom": "ran out of memory"}
+
+
+def killed_from_outside(row: Any) -> bool:
+    """Whether a row's (or a job outcome's) worker died of a SIGKILL that compstack did not
+    send (its own limits give ``timeout`` and ``oom``): the kernel's OOM killer, on a
+    machine whose memory the jobs beside it took, or another process."""
+    return row.status == "crashed" and "SIGKILL" in (row.error or "")
 
 
 @dataclass(frozen=True)
@@ -142,7 +150,7 @@ def attribute(row: Any, eager_agrees: bool | None = None, eager_note: str = "") 
         return Fault("unknown", f"the model's own builder raised before any export: {first}")
     if status == "mismatch":
         return _mismatch(translated, row, eager_agrees, eager_note)
-    if status == "crashed" and "SIGKILL" in first:  # compstack's own kills are timeout/oom: this came from outside
+    if killed_from_outside(row):
         return Fault("unknown", f"the stack's worker was killed by SIGKILL in {stage or 'its job'} from outside (the "
                                 f"kernel's OOM killer on a machine short of memory, or another process); rerun it "
                                 f"alone or under --memory-limit to tell: {first}")

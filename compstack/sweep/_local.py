@@ -9,17 +9,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from compstack.analysis.fault import killed_from_outside
 from compstack.run.executors import Executor, Limits, open_executor
 from compstack.run.jobs import Job, JobOutcome
 
 __all__ = ["LocalExecutor"]
-
-
-def killed_from_outside(outcome: JobOutcome) -> bool:
-    """Whether a job's worker died of a SIGKILL that compstack did not send (its own limits
-    give ``timeout`` and ``oom``): the kernel's OOM killer, on a machine whose memory the
-    jobs beside it took, or another process."""
-    return outcome.status == "crashed" and "SIGKILL" in outcome.error
 
 
 class _Gate:

@@ -454,3 +454,54 @@ def sweep() -> int:
 
 if __name__ == "__main__":
     raise SystemExit(sweep())
+
+
+@pytest.mark.parametrize("s", HOSTILE, ids=range(len(HOSTILE)))
+def test_terminal_lines_keeps_the_layout_and_is_inert(s: str) -> None:
+    """An IR dump or a diff with a hostile name in it: its lines and tabs stay, nothing acts."""
+    text = f"graph {{\n\t%{s} = Relu(%x)\n}}\n"
+    shown = sanitize.terminal_lines(text)
+    assert all(_inert_on_terminal(line.replace("\t", "")) for line in shown.split("\n"))
+    assert shown.startswith("graph {\n\t%") and shown.endswith("\n}\n")
+    assert shown.count("\n") == 3 + s.count("\n")  # a newline in a name still breaks its line (see terminal_lines)
+
+
+def test_dump_and_diff_of_hostile_names_are_inert(tmp_path: Path) -> None:
+    """Found by a new-user trial: ``dump`` printed a node name's OSC escape (it sets the
+    terminal's title) and ``diff`` an output name's colour escape as they were."""
+    model = _hostile_model(tmp_path / "h.onnx")
+    dump = _cs(tmp_path, "dump", str(model), "--target", "ort-cpu", "--stage", "optimized")
+    assert dump.returncode == 0, dump.stderr
+    assert "model \\u202eRTL" in dump.stdout  # the graph's name (a bidi override), shown as its escape
+    diff = _cs(tmp_path, "diff", f"{model}@ort-cpu:onnx", f"{model}@ort-cpu:optimized")
+    assert diff.returncode in (0, 1), diff.stderr
+    for out in (dump, diff):
+        text = out.stdout + out.stderr
+        assert "Traceback" not in text and "\x1b" not in text and "\u202e" not in text and "\x07" not in text
+
+
+def test_issue_md_of_hostile_names_and_a_shape_verdict() -> None:
+    """A bundle's ISSUE.md: names on one line and inert; a shape mismatch shows no error
+    figures (it had "max abs error 0, RMSE 0, float32 noise floor 0")."""
+    from compstack.analysis.verdict import judge
+    from compstack.explain.bundle import _issue
+    from compstack.explain.graph import Piece
+
+    evil = "rz\x1b]0;title\x07\n\"\"\"; import os"
+    g = helper.make_graph([helper.make_node("Relu", ["x"], [evil], name=evil)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info(evil, TensorProto.FLOAT, [2])])
+    v = judge(np.zeros((1, 2), np.float32), np.zeros((2, 2)), np.zeros((2, 2), np.float32))
+    assert v.kind == "shape" and all(v.to_dict()[k] is None for k in ("rmse", "floor", "max_abs", "max_rel"))
+    report = {"title": f"tvm-llvm: wrong result for {evil}", "model": f"m{evil}.onnx", "target": "tvm-llvm",
+              "reduce": {"nodes_before": 3}, "simplify": {"steps": [f"input {evil} made constant"]},
+              "verdicts": {"tvm-llvm": {evil: v.to_dict()}},
+              "attribution": {"summary": f"wrong at {evil}", "checks": [{"run": "opt0", "holds": True, "detail": evil}]},
+              "bisect": {"node": {"name": evil, "op_type": "Relu"}, "kind": "op"}}
+    text = _issue(report, Piece(helper.make_model(g), [0], ["x"], [evil]), {"tvm": "0.27"}, {},
+                  {"tvm-llvm": "repro_tvm-llvm.py"})
+    assert all(_inert_on_terminal(line) for line in text.split("\n"))
+    assert not any(line.startswith('"""') for line in text.split("\n"))  # the name's newline broke no line
+    shape_line = next(line for line in text.split("\n") if line.startswith("- tvm-llvm `"))
+    assert "shape [1, 2] != reference [2, 2]" in shape_line and "max abs error" not in shape_line
+    assert "rz\\x1b]0;title\\x07\\x0a" in text

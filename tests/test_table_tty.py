@@ -66,10 +66,10 @@ def _check(mlp_onnx: Path, isolated_env: Path, cols: int, wide: bool) -> None:
         if wide:
             lat = json.loads(r["latency_json"])
             assert duration(r["compile_s"] * 1e3) in cells and duration(lat["p10"]) in cells
-    if not wide:  # the speed-up column: against ort-cpu (the baseline role)
-        ort, ref = (next(r for r in rows if r["target"] == t) for t in ("ort-cpu", "reference"))
-        assert ratio(ort["latency_median_ms"] / ref["latency_median_ms"]) in text
-        assert "x1.00" in text
+    # the speed-up column, compact and wide: against ort-cpu (the baseline role)
+    ort, ref = (next(r for r in rows if r["target"] == t) for t in ("ort-cpu", "reference"))
+    assert ratio(ort["latency_median_ms"] / ref["latency_median_ms"]) in text
+    assert "x1.00" in text
 
 
 def test_compact_table_fits_80_columns_on_a_tty(mlp_onnx: Path, isolated_env: Path) -> None:
@@ -110,6 +110,25 @@ def test_compact_table_prints_any_status_whole() -> None:
                    "1.50e-03", "note of torchscript-cpu"):
         assert status in text, status
     assert text.count("note of ort-cpu") == 1  # the same note twice: one footnote
+
+
+def test_wide_table_has_the_speed_up_and_no_figure_for_a_shape_mismatch() -> None:
+    """Found by a new-user trial: ``--wide`` (and a pipe) had no speed-up column though the
+    docs say it adds columns to the compact table's, and a row whose output shape differed
+    showed a max rel err of 0.00e+00 (its outputs' figures are None: nothing was compared)."""
+    results = [Result(target="ort-cpu", status="ok", compile_s=0.1, latency_ms={"median": 2.0, "cv": 0.01},
+                      outputs=[{"max_abs_err": 1e-7, "max_rel_err": 2e-7}]),
+               Result(target="tvm-llvm", status="mismatch", compile_s=0.2, latency_ms={"median": 1.0, "cv": 0.01},
+                      outputs=[{"max_abs_err": None, "max_rel_err": None, "kind": "shape"}])]
+    report = Report(model={"name": "m", "nodes": 1, "params": 0, "fingerprint": "f" * 16},
+                    reference={"target": "reference", "precision": "float64"}, results=results)
+    console = Console(width=300, force_terminal=False, record=True, color_system=None)
+    print_report(report, console=console, wide=True)
+    lines = console.export_text().splitlines()
+    header = [c.strip() for c in next(ln for ln in lines if "target" in ln and "speed-up" in ln).strip("┃").split("┃")]
+    tvm = [c.strip() for c in next(ln for ln in lines if ln.startswith("│ tvm-llvm")).strip("│").split("│")]
+    row = dict(zip(header, tvm))
+    assert row["speed-up"] == "x2.00" and row["max abs err"] == "-" and row["max rel err"] == "-"
 
 
 def test_sweep_matrix_shows_sub_millisecond_medians_in_microseconds() -> None:

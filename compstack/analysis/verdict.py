@@ -75,7 +75,9 @@ class Verdict:
 
     Attributes:
         kind: one of :data:`KINDS`.
-        rmse: RMSE of the target against float64 (finite elements).
+        rmse: RMSE of the target against float64 (finite elements). For a ``shape``
+            verdict (shape or dtype differs) this, ``floor``, ``max_abs`` and ``max_rel`` are
+            NaN: no element was compared (None in :meth:`to_dict`).
         floor: RMSE of the float32 reference against float64 (the noise floor); NaN when
             there was no float32 evaluation.
         max_abs: max absolute error against float64 (finite elements).
@@ -147,12 +149,13 @@ def judge(out: Any, ref64: Any, ref32: Any = None, rtol: float | None = None, at
     o, r64 = np.asarray(out), np.asarray(ref64)
     t = tolerance_for(np.dtype(expected_dtype) if expected_dtype is not None else o.dtype, rtol, atol)
     tol = (t.rtol, t.atol, rtol is not None or atol is not None)
+    unmeasured = dict(rmse=math.nan, floor=math.nan, max_abs=math.nan, max_rel=math.nan)  # no element compared
     if o.shape != r64.shape:
         return Verdict("shape", detail=f"shape {list(o.shape)} != reference {list(r64.shape)}",
-                       rtol=tol[0], atol=tol[1], override=tol[2])
+                       rtol=tol[0], atol=tol[1], override=tol[2], **unmeasured)
     if expected_dtype is not None and o.dtype != np.dtype(expected_dtype):
         return Verdict("shape", detail=f"dtype {o.dtype} != declared {np.dtype(expected_dtype)}",
-                       rtol=tol[0], atol=tol[1], override=tol[2])
+                       rtol=tol[0], atol=tol[1], override=tol[2], **unmeasured)
     if o.dtype.kind in "biu" or r64.dtype.kind in "biu" or o.dtype == object:
         return _exact(o, r64, tol)
     a, b = o.astype(np.float64), r64.astype(np.float64)

@@ -18,6 +18,7 @@ import click
 
 from compstack.cli.common import load_source, parse_target_options
 from compstack.core.errors import UserError
+from compstack.core.sanitize import terminal  # a bundle's names in progress lines: inert
 
 __all__ = ["bisect_bundle", "bisect_versions", "version_ranges"]
 
@@ -138,7 +139,7 @@ def bisect_versions(source: str, target: str, range_spec: str, inputs: str | Non
     base, releases = _releases(target, range_spec)
     opts = parse_target_options(options).get(base, {})
     proto, feeds, bundle = _model_and_feeds(source, inputs, seed)
-    say = None if as_json else (lambda s: click.echo(s, err=True))
+    say = None if as_json else (lambda s: click.echo(terminal(s), err=True))
     result = run_bisect(proto, feeds, base, releases, options=opts, timeout_s=timeout, on_progress=say)
     doc = result.to_dict()
     if bundle is not None and not no_issue:

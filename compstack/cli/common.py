@@ -163,9 +163,10 @@ def fault_explainer(model_flags: ModelFlags, run_flags: RunFlags) -> Any:
     explain bundle of one stack fault within 120 s, with the run's ``--timeout`` and cache;
     each explain step is a line on stderr (an explain can take minutes)."""
     from compstack import api
+    from compstack.core.sanitize import terminal
 
     def say(line: str) -> None:
-        print(f"  explain: {line}", file=sys.stderr, flush=True)
+        print(f"  explain: {terminal(line)}", file=sys.stderr, flush=True)  # a model's names: inert
 
     def explain(spec: str, target: str, out: Path) -> Any:
         return api.explain_model(spec, target, out_dir=out, time_budget_s=120.0, timeout_s=run_flags.timeout,

@@ -43,6 +43,7 @@ def diff(a: str, b: str, stat: bool, as_json: bool, strip_locations: bool, renam
     from compstack.analysis.irtext.irdiff import diff_texts
     from compstack.analysis.irtext.normalize import NormalizeOptions
     from compstack.core.config import settings
+    from compstack.core.sanitize import terminal_lines
     from compstack.report.tables import print_unified
     from compstack.run.dump import resolve_text
     from compstack.run.runner import Limits
@@ -59,5 +60,5 @@ def diff(a: str, b: str, stat: bool, as_json: bool, strip_locations: bool, renam
     else:
         if not stat:
             print_unified(result.unified, color)
-        click.echo("\n".join(result.stat_text()))
+        click.echo(terminal_lines("\n".join(result.stat_text())))  # the IR's op and node names: inert
     sys.exit(0 if result.equal else 1)

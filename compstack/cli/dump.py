@@ -15,6 +15,7 @@ from compstack.cli.options import (
     timeout_option,
 )
 from compstack.core.errors import UserError
+from compstack.core.sanitize import terminal, terminal_lines  # model-sourced text: inert (core.sanitize)
 
 __all__ = ["dump"]
 
@@ -69,7 +70,7 @@ def dump(model: str, target: str, stage_names: tuple[str, ...], all_passes: bool
     if out_dir is None:
         try:
             if o.status == "ok":
-                click.echo(res.stages[stage_names[0]].read_text(), nl=False)
+                click.echo(terminal_lines(res.stages[stage_names[0]].read_text()), nl=False)  # a model's names: inert
         finally:
             import shutil
 
@@ -82,6 +83,6 @@ def dump(model: str, target: str, stage_names: tuple[str, ...], all_passes: bool
             click.echo(f"  passes: {len(res.passes)} run, {kept} dumps in {folder / 'passes'}")
             print_pass_timing(res.timing, folder / "passes" / "timing.json")
     if o.status != "ok":
-        click.echo(f"compstack: {name} {o.status} in {o.stage}: {o.error.splitlines()[0] if o.error else ''}",
+        click.echo(f"compstack: {name} {o.status} in {o.stage}: {terminal(o.error.splitlines()[0]) if o.error else ''}",
                    err=True)
         sys.exit(1)

@@ -17,6 +17,7 @@ from compstack.cli.common import check_writable_file, load_source, parse_target_
 from compstack.cli.options import ExplainFlags, ModelFlags, explain_options, model_options
 from compstack.core.duration import parse_duration
 from compstack.core.errors import UserError
+from compstack.core.sanitize import terminal  # a model's names in progress lines: inert
 
 __all__ = ["bisect", "explain", "explain_command", "parse_duration", "reduce", "replay_command"]
 
@@ -33,10 +34,11 @@ def _print(report: dict[str, Any]) -> None:
     from rich.table import Table
 
     from compstack.core.sanitize import rich_text as escape  # model-sourced text: inert
+    from compstack.explain.bundle import figure
     from compstack.report.tables import stdout_console
 
     con = stdout_console(highlight=False)  # a pipe gets the whole table, not 80 columns
-    table = Table(title=f"{report['model']}: {report['nodes']} nodes; verdict against float64 and the float32 noise floor")
+    table = Table(title=f"{escape(report['model'])}: {report['nodes']} nodes; verdict against float64 and the float32 noise floor")
     for col in ("target", "output", "verdict", "max abs err", "RMSE", "f32 floor", "detail"):
         table.add_column(col, overflow="fold")  # wrap text, never elide a figure
     for t, st in report.get("status", {}).items():
@@ -45,7 +47,8 @@ def _print(report: dict[str, Any]) -> None:
             table.add_row(t, "-", st["status"], "-", "-", "-", escape(f"{st['stage']}: {st['error']}"))
             continue
         for o, v in verdicts.items():
-            table.add_row(t, escape(o), v["kind"], f"{v['max_abs']:.3g}", f"{v['rmse']:.3g}", f"{v['floor']:.3g}",
+            table.add_row(t, escape(o), v["kind"], figure(v.get("max_abs")), figure(v.get("rmse")),
+                          figure(v.get("floor")),
                           escape(v.get("detail", "")))
     con.print(table)
     for line in report.get("undefined", []):
@@ -103,7 +106,7 @@ def explain_command(source_loader: Callable[[], Any], targets: list[str], flags:
     report = explain_model(source, targets, keep=flags.keep, target_options=target_options,
                            time_budget_s=parse_duration(flags.time_budget), out_dir=out_dir, steps=steps,
                            timeout_s=flags.timeout, rtol=flags.rtol, atol=flags.atol, feeds=feeds,
-                           on_progress=None if quiet else (lambda s: click.echo(s, err=True)))
+                           on_progress=None if quiet else (lambda s: click.echo(terminal(s), err=True)))
     reduced = report.pop("reduced", None)
     if versions and report.get("found") and report.get("bundle"):
         from compstack.cli.bisect_versions import bisect_bundle
@@ -111,7 +114,7 @@ def explain_command(source_loader: Callable[[], Any], targets: list[str], flags:
         base = report["target"].partition("@")[0]
         report["versions"] = (bisect_bundle(Path(report["bundle"]["folder"]), base, versions[base],
                                             options=target_options.get(report["target"], {}), timeout_s=flags.timeout,
-                                            say=None if quiet else (lambda s: click.echo(s, err=True)),
+                                            say=None if quiet else (lambda s: click.echo(terminal(s), err=True)),
                                             rtol=flags.rtol, atol=flags.atol)
                               if base in versions else {"answer": "not searched",
                                                         "summary": f"{report['target']}: no releases to search"})

@@ -11,6 +11,8 @@ terminal      plain text on a terminal         C0/C1 controls (ANSI CSI/OSC esca
                                                CR, newline), Unicode bidi overrides and
                                                isolates (Trojan Source, CVE-2021-42574),
                                                other format characters; over-long text
+terminal_     many lines on a terminal or in   as ``terminal`` line by line, keeping the
+lines         Markdown (an IR dump, a diff)    newlines and tabs that lay the text out
 rich_text     Rich markup (tables, console)    the above, then Rich markup (``[/x]``,
                                                ``[link=...]``) escaped
 xml_text      XML 1.0 text and attributes      characters XML 1.0 cannot hold (``\\0``,
@@ -38,7 +40,8 @@ import hashlib
 import re
 import unicodedata
 
-__all__ = ["MAX_SHOWN", "file_name", "html_text", "python_text", "rich_text", "sql_ident", "terminal", "xml_text"]
+__all__ = ["MAX_SHOWN", "file_name", "html_text", "python_text", "rich_text", "sql_ident", "terminal", "terminal_lines",
+           "xml_text"]
 
 #: Longest name (characters) worth showing whole: the limit for a model's name in a table's title.
 MAX_SHOWN = 200
@@ -75,6 +78,22 @@ def terminal(text: object, limit: int | None = None) -> str:
         s, more = s[:limit], len(s) - limit
     out = "".join(c if c == " " or _shown(c) else _escape_char(c) for c in s)
     return out + (f"…({more} more)" if more else "")
+
+
+def terminal_lines(text: object) -> str:
+    """Multi-line ``text`` (an IR dump, a diff, a Markdown report) for a terminal or a text
+    file: every character :func:`terminal` escapes is escaped, but for the newlines and tabs
+    that lay the text out. A newline inside a name is not told apart from the layout's (a
+    stack's printer wrote both): put a name through :func:`terminal` before joining it in.
+
+    Args:
+        text: any value; ``str(text)`` is shown.
+
+    Returns:
+        The same lines, with no escape sequence, control (but ``\\n``, ``\\t``), format or bidi
+        character left.
+    """
+    return "\n".join("\t".join(terminal(part) for part in line.split("\t")) for line in str(text).split("\n"))
 
 
 def rich_text(text: object, limit: int | None = None) -> str:

@@ -30,9 +30,11 @@ def ratio(x: float | None) -> str:
     return f"x{x:.0f}" if x >= 100 else f"x{x:.2f}" if x >= 1 else f"x{x:.2g}"
 
 
-def max_abs_err(result: Result) -> float | None:
-    """The largest ``max_abs_err`` over a row's outputs (None: no output was compared)."""
-    errs = [o.get("max_abs_err") for o in result.outputs]
+def max_abs_err(result: Result, key: str = "max_abs_err") -> float | None:
+    """The largest ``max_abs_err`` (or another per-output figure, ``key``: ``max_rel_err``)
+    over a row's outputs. None: no output has a finite one (none compared, or every output's
+    shape or dtype differed: a table shows ``-`` and the row's note says why)."""
+    errs = [o.get(key) for o in result.outputs]
     vals = [float(e) for e in errs if e is not None]
     return max(vals) if vals else None
 

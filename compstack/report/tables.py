@@ -16,7 +16,7 @@ from rich.table import Table
 
 from compstack.analysis.verdict import shown_status
 from compstack.core.results import Report, Result
-from compstack.core.sanitize import MAX_SHOWN, terminal  # model-sourced text: inert (core.sanitize)
+from compstack.core.sanitize import MAX_SHOWN, terminal, terminal_lines  # model-sourced text: inert (core.sanitize)
 from compstack.core.sanitize import rich_text as escape
 
 __all__ = ["Progress", "stdout_console", "print_report", "print_outputs", "print_targets", "print_zoo", "target_rows",
@@ -161,7 +161,7 @@ def print_report(report: Report, console: Console | None = None, wide: bool = Fa
     80 columns); with ``wide`` or on a pipe every column, at the width the table needs
     (never a figure elided: a terminal too narrow wraps the lines instead).
     """
-    from compstack.report.compact import duration, max_abs_err, print_compact
+    from compstack.report.compact import duration, max_abs_err, print_compact, ratio, speedups
 
     console = console or _console()
     m = report.model
@@ -184,7 +184,7 @@ def print_report(report: Report, console: Console | None = None, wide: bool = Fa
         return
     table = Table()
     for col, just in (("target", "left"), ("status", "left"), ("compile", "right"),
-                      ("median", "right"), ("95% CI", "right"), ("p10", "right"), ("p90", "right"),
+                      ("median", "right"), ("speed-up", "right"), ("95% CI", "right"), ("p10", "right"), ("p90", "right"),
                       ("cv", "right"), ("iqr/med", "right"), ("threads", "right"), ("peak MiB c/r", "right"),
                       ("max abs err", "right"), ("max rel err", "right")):
         table.add_column(col, justify=just, no_wrap=col != "target", overflow="fold")  # type: ignore[arg-type]
@@ -192,15 +192,17 @@ def print_report(report: Report, console: Console | None = None, wide: bool = Fa
 
     table.add_column("notes", overflow="fold")
     marks, texts = footnote_marks(notes)
+    _, ups = speedups(report.results)  # as the compact table: the baseline's median / the row's
     for r in report.results:
         lat = r.latency_ms or {}
-        rel_err = max((o["max_rel_err"] or 0.0 for o in r.outputs), default=None) if r.outputs else None
         table.add_row(labels[r.target], status_cell(shown_status(r.status, r.outputs), _STYLE),
                       duration(None if r.compile_s is None else r.compile_s * 1e3), duration(lat.get("median")),
+                      ratio(ups.get(r.target)),
                       _ci(lat), duration(lat.get("p10")), duration(lat.get("p90")),
                       _fmt(lat["cv"] * 100, ".1f") + "%" if lat else "-",
                       _fmt(lat["iqr_rel"] * 100, ".1f") + "%" if lat.get("iqr_rel") is not None else "-",
-                      _threads(r.flags.get("threads")), _peak(r), _fmt(max_abs_err(r), ".2e"), _fmt(rel_err, ".2e"),
+                      _threads(r.flags.get("threads")), _peak(r), _fmt(max_abs_err(r), ".2e"),
+                      _fmt(max_abs_err(r, "max_rel_err"), ".2e"),
                       marks.get(r.target, ""))
     _print_unsqueezed(console, table)
     for i, text in enumerate(texts, 1):
@@ -414,7 +416,7 @@ def print_unified(lines: list[str], color: str = "auto") -> None:
     use = color == "always" or (color == "auto" and sys.stdout.isatty())
     out = sys.stdout
     for line in lines:
-        line = line.rstrip("\n")
+        line = terminal_lines(line.rstrip("\n"))  # the IR's names: inert (an ESC in a name is not colour)
         if use and line.startswith(("+++", "---")):
             out.write(f"\x1b[1m{line}\x1b[0m\n")
         elif use and line.startswith("+"):

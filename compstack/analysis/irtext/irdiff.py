@@ -599,7 +599,7 @@ class GraphDiff:
         nodes of the graph match."""
         plus = sum(1 for ln in self.unified if ln.startswith("+") and not ln.startswith("+++"))
         minus = sum(1 for ln in self.unified if ln.startswith("-") and not ln.startswith("---"))
-        state = "equal" if self.equal else f"{plus} lines added, {minus} removed"
+        state = "equal" if self.equal else f"{plus} line{'s' * (plus != 1)} added, {minus} removed"
         lines = [f"{self.a_name} ({self.a_dialect}) vs {self.b_name} ({self.b_dialect}): {state}"]
         rows = [r for r in self.histogram.values() if r.delta]
         if rows:

@@ -227,8 +227,9 @@ def test_locked_database_keeps_rows_in_a_journal(tmp_path: Path, monkeypatch: py
 
 
 def test_corrupt_database_is_one_warning_and_rows_are_kept(tmp_path: Path) -> None:
+    """An SQLite file whose pages are garbage: the run goes on, its rows in the journal."""
     db = tmp_path / "db.sqlite"
-    db.write_bytes(b"this is not sqlite" * 100)
+    db.write_bytes(b"SQLite format 3\x00" + b"this is not sqlite" * 300)
     make_mlp(tmp_path / "mlp.onnx")
     done = _cli(tmp_path, "compare", "mlp.onnx", "--targets", "ort-cpu", "--no-latency", "--db", str(db))
     assert done.returncode == 0, done.stderr
@@ -236,6 +237,24 @@ def test_corrupt_database_is_one_warning_and_rows_are_kept(tmp_path: Path) -> No
     assert "journal" in done.stdout
     rows = (tmp_path / "db.sqlite.journal.jsonl").read_text().splitlines()
     assert any(json.loads(r)["row"].get("target") == "ort-cpu" for r in rows)
+
+
+def test_a_db_that_is_not_a_database_is_bad_input(tmp_path: Path) -> None:
+    """Found by a new-user trial: ``--db`` naming a text file gave exit 0 and rows in a journal
+    beside it (``sweep`` without a word); a folder under ``COMPSTACK_DB`` the same. Now: one
+    line, exit 2, and the file unchanged."""
+    make_mlp(tmp_path / "mlp.onnx")
+    text = tmp_path / "notes.txt"
+    text.write_text("my notes\n")
+    (tmp_path / "adir").mkdir()
+    for cmd, db in (("compare", "notes.txt"), ("sweep", "notes.txt"), ("compare", "notes.txt/x.sqlite"),
+                    ("sweep", "adir")):
+        flags = ("--db", db) if db != "adir" else ()
+        done = _cli(tmp_path, cmd, "mlp.onnx", "--targets", "ort-cpu", "--no-latency", *flags,
+                    **({"COMPSTACK_DB": db} if db == "adir" else {}))
+        assert done.returncode == 2, (cmd, db, done.stderr)
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1 and db in done.stderr
+    assert text.read_text() == "my notes\n" and not list(tmp_path.glob("*.journal.jsonl"))
 
 
 @pytest.mark.parametrize("executor", [

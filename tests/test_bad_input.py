@@ -336,6 +336,9 @@ ROWS: list[Row] = [
         _file("afile", "")),
     Row("cache-dir-is-file", ("compare", "{mlp}", "--targets", T, *FAST), "not writable", _file("afile", ""),
         env={"COMPSTACK_CACHE_DIR": "{d}/afile"}),
+    # a zoo model is cached as it is imported: that import's warning was a second line (new-user trial)
+    Row("cache-dir-under-file-zoo", ("compare", "zoo:mlp", "--targets", T, "--no-latency"), "afile is a file, not a folder",
+        _file("afile", ""), env={"COMPSTACK_CACHE_DIR": "{d}/afile/cache"}),
     Row("cache-dir-empty", ("compare", "{mlp}", "--targets", T, *FAST, "--cache-dir", ""), "--cache-dir: empty"),
     Row("executor-env-dump", ("dump", "{mlp}", "--target", T, "-o", "{d}/dd"), "COMPSTACK_EXECUTOR",
         env={"COMPSTACK_EXECUTOR": "bogus"}),

@@ -65,11 +65,15 @@ def load_source(model: str, cache_dir: str | None, timeout: float = 900.0, memor
     ``partial``: a JAX program without a common IR still imports (its native path runs).
 
     Raises:
-        UserError: see :func:`compstack.api.load_model`.
+        UserError: the cache folder cannot be written (one line; the import would have warned
+            and the session refused it after); see :func:`compstack.api.load_model`.
     """
     from compstack.api import load_model
+    from compstack.core.config import settings
     from compstack.core.memlimit import guard_own_memory
 
+    cache = settings(cache_dir=cache_dir).cache_dir  # checked first: the import caches a zoo model there
+    probe_dir(cache, f"cache folder {cache}: not writable; set --cache-dir or COMPSTACK_CACHE_DIR")
     guard_own_memory(memory_limit(memory_mb), f"working on {model}")
     return load_model(model, cache_dir=cache_dir, timeout_s=timeout, memory_mb=memory_limit(memory_mb),
                       partial=partial)

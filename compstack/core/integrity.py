@@ -181,5 +181,7 @@ def probe_dir(folder: Path, message: str) -> Path:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise UserError(f"{message} ({exc.strerror or exc})") from None
+        file = next((f for f in (folder, *folder.parents) if f.exists() and not f.is_dir()), None)
+        why = f"{file} is a file, not a folder" if file is not None else exc.strerror or exc  # not "File exists"
+        raise UserError(f"{message} ({why})") from None
     return folder

@@ -52,6 +52,7 @@ def test_help_has_examples_and_no_internal_text(path: str) -> None:
     for word in INTERNAL:
         assert word not in text, f"{path} --help shows {word!r}"
     assert "Examples:" in text, f"{path} --help has no Examples section"
+    assert "Exit status" in text.split("Examples:", 1)[0], f"{path} --help does not give its exit status"
     examples = text.split("Examples:", 1)[1].split("Options:", 1)[0]
     lines = [ln.strip() for ln in examples.splitlines() if ln.strip()]
     assert 2 <= len(lines) <= 3, (path, lines)

@@ -7,6 +7,7 @@ JSON on stdout. No compiler stack is imported until a command needs one.
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import sys
@@ -158,6 +159,9 @@ def cli(shared_store: bool) -> None:
 
     Each command has its own --help; the documentation site (docs/) has a guide per job.
 
+    Exit status: 0 ok; 1 a row failed (each command's --help says which); 2 on bad input;
+    130 after Ctrl-C, 143 after SIGTERM (128 + the signal number, as shells report).
+
     Examples:
 
         \b
@@ -206,6 +210,25 @@ def _add_commands() -> None:
                     explain.reduce, explain.bisect, fuzz.fuzz, cache.cache, daemon.daemon, versions.versions,
                     bisect_versions.bisect_versions):
         cli.add_command(command)
+    _say_exit_status(cli)
+
+
+#: The exit status of a command that has no failing row to report (listing, cache, daemon, report...).
+_PLAIN_EXIT = ("Exit status: 0 done; 2 on bad input; 130 after Ctrl-C, 143 after SIGTERM (128 + the signal "
+               "number, as shells report).")
+
+
+def _say_exit_status(group: click.Group) -> None:
+    """Every command's ``--help`` states its exit status (docs/reference/exit-status.md): a
+    command whose docstring does not state one (it has no failing row to report) gets
+    :data:`_PLAIN_EXIT`; groups' subcommands too."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _say_exit_status(command)
+        text = inspect.cleandoc(command.help or "")  # the docstring's indent off, as click shows it
+        if "Exit status" not in text:  # before the examples (they end the help: tests/test_cli_help.py)
+            head, sep, examples = text.partition("\nExamples:")
+            command.help = f"{head.rstrip()}\n\n{_PLAIN_EXIT}\n{sep}{examples}"
 
 
 _add_commands()

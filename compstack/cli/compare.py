@@ -82,7 +82,8 @@ def compare(model: str | None, targets_spec: str, model_flags: ModelFlags, run_f
     """Compare targets on MODEL (zoo:NAME, file.onnx, file.py:function; default zoo:cnn).
 
     Exit status: 0 when every row is ok, unsupported or unavailable; 1 when a row is
-    mismatch, failed, crashed, timeout or oom; 2 on bad input.
+    mismatch, failed, crashed, timeout or oom, or its timing failed (latency_error); 2 on
+    bad input; 130 after Ctrl-C, 143 after SIGTERM.
 
     Examples:
 
@@ -119,6 +120,10 @@ def compare(model: str | None, targets_spec: str, model_flags: ModelFlags, run_f
 @wide_option()
 def run(model: str, target: str, model_flags: ModelFlags, run_flags: RunFlags, wide: bool) -> None:
     """Run MODEL on one target: outputs summary, numerics against the reference, latency.
+
+    Exit status: 0 when the row is ok, unsupported or unavailable; 1 when it is mismatch, failed,
+    crashed, timeout or oom, or its timing failed (latency_error); 2 on bad input; 130 after
+    Ctrl-C, 143 after SIGTERM.
 
     Examples:
 

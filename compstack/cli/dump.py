@@ -37,6 +37,9 @@ def dump(model: str, target: str, stage_names: tuple[str, ...], all_passes: bool
          memory_limit: int | None) -> None:
     """Dump the IR of MODEL on TARGET: one stage to stdout, or every stage (and pass) to -o.
 
+    Exit status: 0 when every stage asked for was written; 1 when the target stopped before
+    (one line on stderr says where and why); 2 on bad input; 130 after Ctrl-C, 143 after SIGTERM.
+
     Examples:
 
         \b

@@ -238,6 +238,10 @@ def reduce(model: str | None, explain_flags: ExplainFlags, reduced_out: str | No
     """Reduce MODEL (ddmin over nodes, cut tensors fed with the reference's values) while
     the --keep property holds; prints nodes before -> after, compiles and time.
 
+    Exit status: 0 when the property held and MODEL was reduced (or nothing differs); 1 when
+    the property does not hold on the whole model; 2 on bad input; 130 after Ctrl-C, 143
+    after SIGTERM.
+
     Examples:
 
         \b
@@ -254,6 +258,10 @@ def reduce(model: str | None, explain_flags: ExplainFlags, reduced_out: str | No
 def bisect(model: str | None, explain_flags: ExplainFlags, model_flags: ModelFlags) -> None:
     """Binary-search graph prefixes of MODEL (each compiled with its frontier as outputs)
     for the first divergent node, then run that node alone on the reference's inputs.
+
+    Exit status: 0 when the first divergent node was found (or nothing differs); 1 when the
+    property does not hold on the whole model; 2 on bad input; 130 after Ctrl-C, 143 after
+    SIGTERM.
 
     Examples:
 

@@ -242,6 +242,10 @@ def fusion(model: str, targets_spec: str, missed: bool, by_node: bool, job_flags
     """Map every kernel/dispatch/fusion of each target back to MODEL's nodes: kernel counts,
     coverage, the kernel computing each node, and where the partitions differ.
 
+    Exit status: 0 when every target's kernels were mapped (an unsupported or unavailable
+    target too); 1 when a target failed, crashed, timed out or ran out of memory; 2 on bad
+    input; 130 after Ctrl-C, 143 after SIGTERM.
+
     Examples:
 
         \b
@@ -279,6 +283,10 @@ def profile(model: str, target: str | None, targets_spec: str | None, by_node: b
             threads: int | None, job_flags: KernelJobFlags) -> None:
     """Time every kernel of MODEL on each target with the stack's own profiler (warm-up,
     repeats, median, CV), beside the end-to-end latency; roofline placement per kernel.
+
+    Exit status: 0 when every target was profiled (an unsupported or unavailable target too); 1
+    when a target failed, crashed, timed out or ran out of memory, or --by-node found no
+    per-kernel time at all; 2 on bad input; 130 after Ctrl-C, 143 after SIGTERM.
 
     Examples:
 

@@ -29,6 +29,10 @@ def lower(model: str, target: str, out_dir: str, model_flags: ModelFlags, timeou
           memory_limit: int | None, soc: str | None) -> None:
     """Lower and compile MODEL for TARGET; write artifact, stages and manifest.json to -o.
 
+    Exit status: 0 when the target lowered and compiled, or is unsupported or unavailable (the
+    manifest says why); 1 when it failed, crashed, timed out or ran out of memory; 2 on bad
+    input; 130 after Ctrl-C, 143 after SIGTERM.
+
     Examples:
 
         \b

@@ -146,7 +146,10 @@ def ops_test(name: str, targets_spec: str | None, attrs: tuple[str, ...], seed: 
              as_json: bool, modules: tuple[str, ...]) -> None:
     """Run NAME (domain::op) on the C kernel directly and on each target, over the op's
     test shapes and each declared dtype, against its NumPy reference (float64); print
-    the pass/fail matrix. Exit status 1 when a cell fails or errors.
+    the pass/fail matrix.
+
+    Exit status: 0 when every cell passes; 1 when a cell fails or errors; 2 on bad input;
+    130 after Ctrl-C, 143 after SIGTERM.
 
     Examples:
 

@@ -332,6 +332,7 @@ ROWS: list[Row] = [
     Row("unknown-command", ("frobnicate",), "No such command"),
     Row("soc-on-ort", ("lower", "{mlp}", "--target", T, "-o", "{d}/out", "--soc", "x"), "has no SoC option"),
     # --- where results go ---------------------------------------------------------------
+    Row("lower-empty-target", ("lower", "{mlp}", "--target", "", "-o", "{d}/out"), "--target: no target given"),
     Row("o-not-writable", ("lower", "{mlp}", "--target", T, "-o", "{d}/afile/out"), "not writable",
         _file("afile", "")),
     Row("cache-dir-is-file", ("compare", "{mlp}", "--targets", T, *FAST), "not writable", _file("afile", ""),

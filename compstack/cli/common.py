@@ -107,6 +107,8 @@ def resolve_one(target: str) -> str:
     """``--target NAME``: exactly one target (UserError otherwise)."""
     from compstack.api import resolve_target
 
+    if not target.strip(" ,"):  # the resolver's own message names --targets
+        raise UserError("--target: no target given; run `compstack targets` to list them")
     return resolve_target(target)
 
 

@@ -170,3 +170,30 @@ def test_conformance_rows_get_the_same_fault_rules() -> None:
     assert fault("inductor-cpu", wrong) == "unknown"  # translated; no eager check per case
     assert fault("tvm-llvm@0.27.0", {"status": "crashed", "stage": "run", "error": "SIGSEGV"}) == "stack"
     assert fault("ort-cpu", {"status": "passed", "stage": "passed", "error": ""}) == ""
+
+
+def test_a_model_the_reference_cannot_run_is_not_blamed_on_the_stacks(tmp_path: Path, isolated_env: Path) -> None:
+    """Found by a new-user trial: a Transpose whose ``perm`` names an axis the input does not
+    have failed on ORT and on the reference, and both rows said fault ``stack``. The model is
+    invalid (the spec's rule for ``perm``): when the reference itself failed on it, no stack is
+    blamed (``unknown``, naming the reference's error). A reference that was lost (a timeout on
+    a large model) says nothing of the model: the stack keeps its fault."""
+    from compstack.run.jobs import JobOutcome
+    from compstack.run.refchoice import reference_note, refused
+
+    g = helper.make_graph([helper.make_node("Transpose", ["x"], ["y"], perm=[0, 5])], "bad",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)]), tmp_path / "bad.onnx")
+    report = _run(tmp_path / "bad.onnx", ["ort-cpu", "reference"], isolated_env)
+    assert report.reference.get("error", "").startswith("reference reference failed")
+    for r in report.results:
+        assert r.status == "failed" and r.fault == "unknown", (r.target, r.fault, r.fault_reason)
+        assert "the reference could not run this model either" in r.fault_reason and "axis" in r.fault_reason
+    lost = reference_note("reference", JobOutcome(target="reference", status="timeout", stage="run", error="killed"))
+    assert not refused(lost) and refused(reference_note("reference", JobOutcome(target="reference", status="failed",
+                                                                                 stage="run", error="AxisError")))
+    from compstack.run.faults import finish_row
+
+    ort = JobOutcome(target="ort-cpu", status="failed", stage="lower", error="boom")
+    assert finish_row(_row(stage="lower", flags={}), ort, None, lost).fault == "stack"

@@ -25,7 +25,8 @@ Every non-ok row of compare, sweep and conformance gets ``fault`` (one of
 * ``undefined``: the verdict says the graph's result is undefined (a UB rule of
   :mod:`compstack.fuzz.ub` fired; status or verdict ``undefined``).
 * ``unknown``: the rest (the stack is not installed here; no reference to compare
-  with; a worker killed or lost while it loaded the model, before any stack ran; a stack's
+  with; a stack that failed on a model the reference could not run either (the model may be
+  invalid: an attribute or a shape the spec forbids); a worker killed or lost while it loaded the model, before any stack ran; a stack's
   worker killed by SIGKILL from outside, which compstack's own limits never send (the
   kernel's OOM killer when jobs beside it took the machine's memory); a model
   whose own builder raised (stage ``build``); a native framework path's mismatch, where the reference ran compstack's ONNX
@@ -106,7 +107,7 @@ def _ours(log: str, translated: bool) -> str:
     return ""
 
 
-def attribute(row: Any, eager_agrees: bool | None = None, eager_note: str = "") -> Fault:
+def attribute(row: Any, eager_agrees: bool | None = None, eager_note: str = "", reference_error: str = "") -> Fault:
     """The fault of one row (see the module docstring).
 
     Args:
@@ -116,6 +117,9 @@ def attribute(row: Any, eager_agrees: bool | None = None, eager_note: str = "") 
         eager_agrees: for a translated path's mismatch: whether its program run eagerly
             agrees with the reference (None: not checked).
         eager_note: one line on that check when it could not run.
+        reference_error: why no reference ran, when none did (the chosen reference and its
+            stand-in both failed on this model); a stack's own failure is then ``unknown``:
+            the model may be invalid (ONNX's checker with ``full_check``, or explain, tells).
 
     Returns:
         A :class:`Fault`; empty for an ok row.
@@ -161,6 +165,10 @@ def attribute(row: Any, eager_agrees: bool | None = None, eager_note: str = "") 
     ours = _ours(row.log or "", translated)
     if ours:
         return Fault("compstack", f"raised in compstack's own code ({ours}) in {stage}: {first}")
+    if reference_error and status == "failed":  # the reference refused the model too: it may be invalid
+        return Fault("unknown", f"the reference could not run this model either ({reference_error.splitlines()[0][:160]}):"
+                                f" the model may be invalid (onnx.checker.check_model(full_check=True) or compstack "
+                                f"explain tells); the stack failed in {stage or 'its job'}: {first}")
     return Fault("stack", f"the stack failed in {stage or 'its job'}: {first}")
 
 

@@ -25,7 +25,8 @@ from compstack.core.results import Result
 __all__ = ["bundle_faults", "eager_check", "finish_row", "set_fault", "write_fault_bundle"]
 
 
-def finish_row(result: Result, outcome: Any, eager: Callable[[], tuple[bool | None, str]] | None = None) -> Result:
+def finish_row(result: Result, outcome: Any, eager: Callable[[], tuple[bool | None, str]] | None = None,
+               reference_error: str = "") -> Result:
     """Set ``result``'s peak memory (from ``outcome.extra``) and fault, in place.
 
     Args:
@@ -33,6 +34,9 @@ def finish_row(result: Result, outcome: Any, eager: Callable[[], tuple[bool | No
         outcome: the worker's :class:`~compstack.run.jobs.JobOutcome`.
         eager: called for a translated path's mismatch only:
             ``(eager program agrees with the reference, note)`` (:func:`eager_check`).
+        reference_error: why no reference ran, when none did (the note of
+            :func:`compstack.run.refchoice.reference_note`); used only when the reference
+            failed on the model (:func:`compstack.run.refchoice.refused`), not when it was lost.
 
     Returns:
         ``result``.
@@ -43,13 +47,16 @@ def finish_row(result: Result, outcome: Any, eager: Callable[[], tuple[bool | No
     agrees, note = None, ""
     if result.status == "mismatch" and eager is not None and is_translated(result.flags):
         agrees, note = eager()
-    return set_fault(result, agrees, note)
+    from compstack.run.refchoice import refused
+
+    return set_fault(result, agrees, note, reference_error if refused(reference_error) else "")
 
 
-def set_fault(result: Result, eager_agrees: bool | None = None, eager_note: str = "") -> Result:
+def set_fault(result: Result, eager_agrees: bool | None = None, eager_note: str = "",
+              reference_error: str = "") -> Result:
     """Set ``result``'s ``fault`` and ``fault_reason`` (:func:`compstack.analysis.fault.attribute`)
     and note them, in place; returns ``result``."""
-    found = attribute(result, eager_agrees, eager_note)
+    found = attribute(result, eager_agrees, eager_note, reference_error)
     result.fault, result.fault_reason = found.fault, found.reason
     if found.fault:
         result.notes.append(f"fault: {found.fault}: {found.reason}")

@@ -128,6 +128,19 @@ def run_reference(run: Callable[..., JobOutcome], name: str, opts: Mapping[str, 
     return (outcome.extra["outputs"] if outcome.status == "ok" else None), note
 
 
+def reference_note(name: str, outcome: JobOutcome) -> str:
+    """Why the reference ``name`` gave no outputs, as the report's ``reference.error`` and the
+    rows' notes say it: ``reference NAME STATUS in STAGE: ERROR``."""
+    return f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
+
+
+def refused(note: str) -> bool:
+    """Whether :func:`reference_note`'s ``note`` says the reference *failed* (raised on the
+    model: it may be invalid), not that it was lost (crashed, timed out, out of memory: a large
+    model says nothing then about the model's validity)."""
+    return note.split(" ", 3)[2:3] == ["failed"]
+
+
 def fall_back(run: Callable[[str, Mapping[str, str]], JobOutcome], name: str, outcome: JobOutcome,
               report: Report) -> tuple[JobOutcome, str]:
     """After the reference ``name`` failed with ``outcome``: the registry's ``reference``
@@ -137,7 +150,7 @@ def fall_back(run: Callable[[str, Mapping[str, str]], JobOutcome], name: str, ou
         The stand-in's outcome when it ran (``report.reference`` then names it, with
         ``fallback_from``), else ``outcome``; and the note (``reference.error``).
     """
-    note = f"reference {name} {outcome.status} in {outcome.stage}: {outcome.error}"
+    note = reference_note(name, outcome)
     report.reference["error"] = note
     stand_in, stand_in_opts = registry.role_target("reference")
     if name != stand_in and not report.model.get("import_error"):  # the stand-in needs the common IR

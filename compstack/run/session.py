@@ -413,7 +413,7 @@ def _to_result(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expect
         lambda: eager_check(eager[0], eager[1], options.limits, ref, expected, options.rtol, options.atol,
                             oracle))
     return attach_default(finish_row(_numerics_row(outcome, ref, expected, options, ref_note, oracle), outcome,
-                                     check), default, options)
+                                     check, ref_note if ref is None else ""), default, options)
 
 
 def _numerics_row(outcome: JobOutcome, ref: Mapping[str, np.ndarray] | None, expected: Mapping[str, Any],

@@ -36,7 +36,7 @@ from compstack.run import session as S
 from compstack.run.faults import set_fault
 from compstack.run.jobs import Job, JobOutcome, pack_sets
 from compstack.run.oracle_cache import OracleCache, inputs_digest
-from compstack.run.refchoice import fall_back
+from compstack.run.refchoice import fall_back, reference_note
 from compstack.run.runner import Limits
 from compstack.sweep import _warm
 from compstack.sweep._rowstore import DETERMINISTIC, Reuse, RowStore
@@ -323,8 +323,7 @@ class _Runner:
                 m.oracle = checked_oracle(m.report, m.ref_outputs, run, m.stack.path, m.feeds, m.work / "oracle",
                                           S._store_model, m.cache)
         else:
-            m.ref_note = m.report.reference["error"] = m.ref_note or f"reference {name} {outcome.status} in " \
-                                                                      f"{outcome.stage}: {outcome.error}"
+            m.ref_note = m.report.reference["error"] = m.ref_note or reference_note(name, outcome)
         m.feeds = {}  # the oracle keeps its own copy
         m.ref_done = True
         for target, waiting in list(m.waiting.items()):

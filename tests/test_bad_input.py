@@ -332,6 +332,10 @@ ROWS: list[Row] = [
     Row("unknown-command", ("frobnicate",), "No such command"),
     Row("soc-on-ort", ("lower", "{mlp}", "--target", T, "-o", "{d}/out", "--soc", "x"), "has no SoC option"),
     # --- where results go ---------------------------------------------------------------
+    # the one line names the input and its size (new-user trial: it named neither, and a flag not given)
+    Row("input-too-large", ("compare", "{d}/huge.onnx", "--targets", T, "--no-latency"),
+        "input x [3000000, 1000000] alone is 11,175.9 GiB (the model declares that shape)",
+        _model("huge.onnx", lambda: _with_dim(_relu([3000000, 3]), 1000000))),
     Row("lower-empty-target", ("lower", "{mlp}", "--target", "", "-o", "{d}/out"), "--target: no target given"),
     Row("o-not-writable", ("lower", "{mlp}", "--target", T, "-o", "{d}/afile/out"), "not writable",
         _file("afile", "")),

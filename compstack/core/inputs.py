@@ -381,4 +381,14 @@ def input_sets_for(source: Any, options: Any) -> tuple[list[dict[str, np.ndarray
     try:
         return input_sets(model_inputs, count, options.seed, first, ranges, options.shapes), origin
     except MemoryError:
-        raise UserError("the requested input shapes do not fit in memory; check --input-shape") from None
+        sizes = []
+        for i in model_inputs:
+            dims = [d for d in (options.shapes or {}).get(i.name) or i.shape if isinstance(d, int)]
+            if len(dims) == len((options.shapes or {}).get(i.name) or i.shape):  # a static shape: its size is known
+                sizes.append((math.prod(dims) * np.dtype(i.dtype).itemsize, i.name, dims))
+        big = max(sizes, default=None)
+        where = (f": input {big[1]} {list(big[2])} alone is {big[0] / 2**30:,.1f} GiB"
+                 f"{' (its shape from --input-shape)' if big[1] in (options.shapes or {}) else ' (the model declares that shape)'}"
+                 if big else "")
+        raise UserError(f"the model's inputs do not fit in memory{where}; give smaller shapes with --input-shape "
+                        "or arrays with --inputs") from None

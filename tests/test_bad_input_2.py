@@ -505,3 +505,16 @@ def test_issue_md_of_hostile_names_and_a_shape_verdict() -> None:
     shape_line = next(line for line in text.split("\n") if line.startswith("- tvm-llvm `"))
     assert "shape [1, 2] != reference [2, 2]" in shape_line and "max abs error" not in shape_line
     assert "rz\\x1b]0;title\\x07\\x0a" in text
+
+
+def test_explain_with_nothing_to_explain_leaves_no_empty_bundle_folder(tmp_path: Path) -> None:
+    """New-user trial: ``explain`` of a model every target agrees on left an empty ``-o`` folder,
+    which ``explain --replay`` then refused as "not a compstack explain bundle"."""
+    make_mlp(tmp_path / "mlp.onnx")
+    done = _cs(tmp_path, "explain", str(tmp_path / "mlp.onnx"), "--targets", "ort-cpu", "-o", str(tmp_path / "bug"))
+    assert done.returncode == 0, done.stderr
+    assert "no discrepancy" in done.stdout and not (tmp_path / "bug").exists()
+    (tmp_path / "mine").mkdir()  # a folder the user made is left as it was, empty or not
+    done = _cs(tmp_path, "explain", str(tmp_path / "mlp.onnx"), "--targets", "ort-cpu", "-o", str(tmp_path / "mine"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "mine").is_dir()

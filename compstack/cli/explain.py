@@ -173,7 +173,7 @@ def _explain_run(model: str | None, flags: ExplainFlags, model_flags: ModelFlags
         parse_keep(flags.keep, targets)
     topts = parse_target_options(model_flags.target_opts)
     api.validate_target_options(topts)
-    ranges = None
+    ranges, made = None, False
     if versions is not None:
         if not out_dir:
             raise UserError(f"--versions {versions}: needs -o DIR (the bundle whose finding is bisected)")
@@ -184,11 +184,16 @@ def _explain_run(model: str | None, flags: ExplainFlags, model_flags: ModelFlags
         from compstack.explain.bundle import check_bundle_dir
 
         check_bundle_dir(Path(out_dir))  # never a folder with the user's own files in it
+        made = not Path(out_dir).exists()
         probe_dir(Path(out_dir), f"-o {out_dir}: folder not writable")
     if reduced_out:
         check_writable_file(reduced_out, "-o")
-    return explain_command(lambda: load_source(model, model_flags.cache_dir), targets, flags, model_flags, topts,
-                           steps, out_dir, reduced_out, ranges)
+    try:
+        return explain_command(lambda: load_source(model, model_flags.cache_dir), targets, flags, model_flags, topts,
+                               steps, out_dir, reduced_out, ranges)
+    finally:  # nothing to explain (or an error): no empty bundle folder left behind that --replay would refuse
+        if out_dir and made and Path(out_dir).is_dir() and not any(Path(out_dir).iterdir()):
+            Path(out_dir).rmdir()
 
 
 @click.command(short_help="Why a target disagrees: verdict, first divergent node, reduced model, whose fault, bundle.")

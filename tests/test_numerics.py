@@ -98,3 +98,24 @@ def test_latency_protocol_counts_and_stats() -> None:
     s = LatencyStats.from_samples([1.0, 1.0, 1.0, 1.0])
     assert s.cv == 0.0 and not s.noisy
     assert LatencyStats.from_samples([1.0, 2.0]).noisy  # CV 33 % > 2.5 %
+
+
+def test_an_all_nan_output_agrees_but_says_so_and_shows_no_error_figure() -> None:
+    """New-user trial: ``--inputs`` of NaNs compared ``ok`` with error 0 and no word. NaN at the
+    same places still agrees (the verdict's rule), but no error was measured (NaN, shown "-"),
+    and the row's note says the verdict says nothing about the numerics."""
+    from compstack.core.results import Result
+    from compstack.run.oracle import judge_row
+
+    nan = {"y": np.full((2, 3), np.nan, np.float32)}
+    (c,) = compare_outputs(nan, {"y": nan["y"].astype(np.float64)})
+    assert c.ok and np.isnan(c.max_abs_err) and np.isnan(c.max_rel_err)
+    assert c.to_dict()["max_abs_err"] is None
+    row = Result(target="ort-cpu", status="ok")
+    judge_row(row, nan, {"y": nan["y"].astype(np.float64)}, {"y": np.float32}, None, None, None)
+    assert row.status == "ok" and any("no finite element" in n for n in row.notes)
+    (e,) = compare_outputs({"y": np.zeros((0, 3), np.float32)}, {"y": np.zeros((0, 3))})
+    assert e.max_abs_err == 0.0  # an empty output: nothing differs, and nothing is noted
+    row = Result(target="ort-cpu", status="ok")
+    judge_row(row, {"y": np.ones(3, np.float32)}, {"y": np.ones(3)}, {"y": np.float32}, None, None, None)
+    assert not any("finite" in n for n in row.notes)

@@ -24,8 +24,10 @@ class OutputComparison:
 
     Attributes:
         name: the output name.
-        max_abs_err: ``max |a - b|`` over finite elements.
-        max_rel_err: ``max |a - b| / |b|`` over finite elements with ``b != 0``.
+        max_abs_err: ``max |a - b|`` over finite elements; NaN (None in JSON) when no
+            element is finite in both (all NaN or inf), inf when the shapes differ.
+        max_rel_err: ``max |a - b| / |b|`` over finite elements with ``b != 0``; NaN or inf
+            as ``max_abs_err``.
         rel_l2: ``||a - b||_2 / ||b||_2`` (0 when both are zero).
         nan: NaN count in the target's output; ``ref_nan`` in the reference's.
         inf: ±Inf count in the target's output; ``ref_inf`` in the reference's.
@@ -82,7 +84,9 @@ def _compare_one(name: str, actual: np.ndarray, ref: np.ndarray, expected_dtype:
     rel_l2 = norm_d / norm_b if norm_b > 0 else (0.0 if norm_d == 0 else np.inf)
     nz = finite & (b != 0)
     max_rel = float((diff[nz] / np.abs(b[nz])).max()) if nz.any() else 0.0
-    return OutputComparison(name, float(diff_f.max()) if diff_f.size else 0.0, max_rel, rel_l2,
+    none = a.size > 0 and not diff_f.size  # no element finite in both: no error was measured (NaN, shown "-")
+    return OutputComparison(name, float(diff_f.max()) if diff_f.size else np.nan if none else 0.0,
+                            np.nan if none else max_rel, rel_l2,
                             int(np.isnan(a).sum()), int(np.isnan(b).sum()), int(np.isinf(a).sum()),
                             int(np.isinf(b).sum()), v.kind in AGREEING, "" if v.kind == "ok" else v.detail,
                             v.rtol, v.atol, v.kind, v.rmse, v.floor, v.multiplier, source)

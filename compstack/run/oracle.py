@@ -309,6 +309,9 @@ def judge_row(result: Any, actual: Mapping[str, np.ndarray], ref: Mapping[str, n
     An explicit ``rtol``/``atol`` is the user's absolute bound: the noise-floor gate is
     skipped, so an output beyond it is ``wrong`` even where float32 explains the error.
 
+    An output whose reference holds no finite element (all NaN or inf: NaN inputs, an
+    overflow) gets a note: agreeing on it says nothing about the numerics.
+
     Row status: ``ok`` when every output is ``ok`` or ``imprecise``; ``mismatch`` when one
     is ``wrong``, ``nan`` or ``shape``; else ``undefined`` or ``reference-suspect``.
     """
@@ -330,6 +333,11 @@ def judge_row(result: Any, actual: Mapping[str, np.ndarray], ref: Mapping[str, n
             result.notes.append(oracle.note_if_bad)
     result.outputs = [c.to_dict() for c in comps]
     kind = row_kind(c.kind for c in comps)
+    for name, r in ref.items():  # an agreement on no finite value says nothing about the numerics
+        r = np.asarray(r)
+        if r.size and r.dtype.kind in "fc" and not np.isfinite(r).any():
+            result.notes.append(f"output {name}: the reference has no finite element (all NaN or inf), so its "
+                                "verdict says nothing about the numerics; check the inputs")
     if user:
         result.notes.append(f"tolerance: the user's override (--rtol {rtol}, --atol {atol}), not the per-dtype default; "
                             "it alone judges (no float32 noise-floor gate)")

@@ -1,6 +1,7 @@
 """Replaying the results journal (``<db>.journal.jsonl``) into the database, one line at
 a time: a line that cannot be inserted is quarantined, never a reason to keep every later
-row out of the database."""
+row out of the database. And what never gets a journal: a ``--db`` that cannot be a
+database at all (:func:`refuse_non_database`), which is bad input."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["bad_journal_path", "replay_journal"]
+from compstack.core.errors import UserError
+
+__all__ = ["bad_journal_path", "refuse_non_database", "replay_journal"]
 
 
 def bad_journal_path(db: Path) -> Path:
@@ -84,3 +87,29 @@ def replay_journal(conn: sqlite3.Connection, journal: Path, db: Path, tables: tu
         return ""
     return (f"{len(bad)} line(s) of the results journal {journal} could not be inserted and were moved to "
             f"{bad_journal_path(db)}; the other rows were replayed")
+
+
+def refuse_non_database(path: Path) -> None:
+    """Raise :class:`UserError` (one line naming ``path``) when ``path`` cannot be a results
+    database: a folder, a file whose first 16 bytes are not SQLite's header (the SQLite file
+    format, section 1.3.1: ``"SQLite format 3\\0"``; an empty file is a new database), or
+    a path under a file."""
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise UserError(f"--db {path}: {parent} is a file, not a folder")
+        if parent.is_dir():
+            break
+    if path.is_dir():
+        raise UserError(f"--db {path}: is a folder; give a database file (e.g. {path / 'results.sqlite'})")
+    if path.exists() and not path.is_file():  # a FIFO or a device: reading it could block or never end
+        raise UserError(f"--db {path}: not a regular file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UserError(f"--db {path}: cannot read it ({exc.strerror or exc})") from None
+    if head and head != b"SQLite format 3\x00":
+        raise UserError(f"--db {path}: not an SQLite database (nothing was written to it); give a new "
+                        "file or a compstack results database")

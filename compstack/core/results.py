@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compstack.core._journal import replay_journal
+from compstack.core._journal import refuse_non_database, replay_journal
 from compstack.core._schema_sql import CONFORMANCE_TABLES, FUZZ_TABLES, KERNEL_TABLES
 from compstack.core.errors import UserError
 from compstack.core.sanitize import sql_ident
@@ -301,32 +301,6 @@ _COLUMNS = ("run_id", "created", "model_name", "fingerprint", "target", "status"
 BUSY_TIMEOUT_S = 30.0
 
 
-def _refuse_non_database(path: Path) -> None:
-    """Raise :class:`UserError` (one line naming ``path``) when ``path`` cannot be a results
-    database: a folder, a file whose first 16 bytes are not SQLite's header (the SQLite file
-    format, section 1.3.1: ``"SQLite format 3\\0"``; an empty file is a new database), or
-    a path under a file."""
-    for parent in path.parents:
-        if parent.exists() and not parent.is_dir():
-            raise UserError(f"--db {path}: {parent} is a file, not a folder")
-        if parent.is_dir():
-            break
-    if path.is_dir():
-        raise UserError(f"--db {path}: is a folder; give a database file (e.g. {path / 'results.sqlite'})")
-    if path.exists() and not path.is_file():  # a FIFO or a device: reading it could block or never end
-        raise UserError(f"--db {path}: not a regular file")
-    try:
-        with open(path, "rb") as f:
-            head = f.read(16)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise UserError(f"--db {path}: cannot read it ({exc.strerror or exc})") from None
-    if head and head != b"SQLite format 3\x00":
-        raise UserError(f"--db {path}: not an SQLite database (nothing was written to it); give a new "
-                        "file or a compstack results database")
-
-
 class ResultsDB:
     """The SQLite results database (one file; created on first use). Any thread may write
     through it, one write at a time: callers serialise them (the conformance pool's callback lock does).
@@ -337,11 +311,7 @@ class ResultsDB:
             busy timeout) before the row is journaled instead.
 
     Raises:
-        UserError: the database's folder cannot be created (one of its parents is a file), or
-            ``path`` is a folder or a file that is not SQLite (a typo such as ``--db
-            model.onnx``: bad input, not a database to journal beside; nothing is written).
-            A file that is SQLite but cannot be read or written (locked, corrupt pages, a full
-            disk) is not an error: its rows go to the journal, with a warning.
+        UserError: no folder for it, or ``path`` is no database (``_journal.refuse_non_database``).
     """
 
     def __init__(self, path: str | Path, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
@@ -349,7 +319,7 @@ class ResultsDB:
         self.journal = self.path.with_name(self.path.name + ".journal.jsonl")
         self.warning = ""
         self.conn: sqlite3.Connection | None = None
-        _refuse_non_database(self.path)
+        refuse_non_database(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

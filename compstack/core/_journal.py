@@ -89,11 +89,11 @@ def replay_journal(conn: sqlite3.Connection, journal: Path, db: Path, tables: tu
             f"{bad_journal_path(db)}; the other rows were replayed")
 
 
-def refuse_non_database(path: Path) -> None:
+def refuse_non_database(path: Path) -> Path:
     """Raise :class:`UserError` (one line naming ``path``) when ``path`` cannot be a results
     database: a folder, a file whose first 16 bytes are not SQLite's header (the SQLite file
     format, section 1.3.1: ``"SQLite format 3\\0"``; an empty file is a new database), or
-    a path under a file."""
+    a path under a file. Returns ``path``."""
     for parent in path.parents:
         if parent.exists() and not parent.is_dir():
             raise UserError(f"--db {path}: {parent} is a file, not a folder")
@@ -107,9 +107,10 @@ def refuse_non_database(path: Path) -> None:
         with open(path, "rb") as f:
             head = f.read(16)
     except FileNotFoundError:
-        return
+        return path
     except OSError as exc:
         raise UserError(f"--db {path}: cannot read it ({exc.strerror or exc})") from None
     if head and head != b"SQLite format 3\x00":
         raise UserError(f"--db {path}: not an SQLite database (nothing was written to it); give a new "
                         "file or a compstack results database")
+    return path

@@ -315,11 +315,10 @@ class ResultsDB:
     """
 
     def __init__(self, path: str | Path, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
-        self.path = Path(path)
+        self.path = refuse_non_database(Path(path))
         self.journal = self.path.with_name(self.path.name + ".journal.jsonl")
         self.warning = ""
         self.conn: sqlite3.Connection | None = None
-        refuse_non_database(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

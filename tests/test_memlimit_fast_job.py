@@ -32,3 +32,6 @@ def test_worker_past_memory_limit_is_oom(mlp_onnx: Path, isolated_env: Path, exe
     report = compare(source, opts, cfg)
     row = {r.target: r for r in report.results}["ort-cpu"]
     assert row.status == "oom", (row.status, row.error)
+    # the row keeps the high-water mark the limit saw (the real-tier sd-unet IREE row had none)
+    peak = row.peak_rss_run_mb if row.stage in ("run", "latency") else row.peak_rss_compile_mb
+    assert peak is not None and peak > LIMIT_MB, (row.stage, row.peak_rss_compile_mb, row.peak_rss_run_mb)

@@ -38,14 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compstack.core.procs import (
-    kill_escaped,
-    kill_group,
-    popen,
-    python_module_argv,
-    run_tempdir,
-    tree_rss_bytes,
-)
+from compstack.core.procs import kill_escaped, kill_group, popen, python_module_argv, run_tempdir, tree_rss_bytes
 from compstack.run import events
 from compstack.run.jobs import Job, JobOutcome
 
@@ -149,22 +142,23 @@ def _log_tail(path: Path, n: int = 30, start: int = 0) -> str:
 
 def _lost(job: Job, status: str, limits: Limits, log: str, peak_mb: float = 0.0,
           returncode: int | None = None) -> JobOutcome:
-    """The outcome of a job whose worker was killed (``timeout``, ``oom``) or died."""
+    """A job whose worker was killed (``timeout``; ``oom``: its phase's peak is ``peak_mb`` at least) or died."""
     job.drop_tmp()  # the scratch the worker could not remove
     stage = _last_stage(job)
     if status == "timeout":
         error = f"killed after {limits.timeout_s:g} s wall-clock limit (in stage {stage})"
     elif status == "oom":
-        error = (f"killed: resident memory {peak_mb:.0f} MiB passed the {limits.memory_mb} MiB limit "
-                 f"(in stage {stage})")
+        error = f"killed: resident memory {peak_mb:.0f} MiB passed the {limits.memory_mb} MiB limit (in stage {stage})"
     elif returncode is not None and returncode < 0:
-        sig = signal.Signals(-returncode).name
         hint = " (possibly the kernel's OOM killer)" if -returncode == signal.SIGKILL else ""
-        error = f"worker died by {sig}{hint} in stage {stage}"
+        error = f"worker died by {signal.Signals(-returncode).name}{hint} in stage {stage}"
     else:
         error = f"worker exited with status {returncode} without a result in stage {stage}"
-    lost = JobOutcome(target=job.target, status=status, stage=stage, error=error, log=log)
-    return _with_partial(job, lost)
+    out = _with_partial(job, JobOutcome(target=job.target, status=status, stage=stage, error=error, log=log))
+    if status == "oom" and peak_mb:  # the sd-unet IREE row had no peak though it was killed at 18,080 MiB
+        key = "peak_rss_run_mb" if stage in ("run", "latency") else "peak_rss_compile_mb"
+        out.extra[key] = max(out.extra.get(key) or 0.0, round(peak_mb, 1))
+    return out
 
 
 def _with_partial(job: Job, lost: JobOutcome) -> JobOutcome:

@@ -26,12 +26,12 @@ Every non-ok row of compare, sweep and conformance gets ``fault`` (one of
   :mod:`compstack.fuzz.ub` fired; status or verdict ``undefined``).
 * ``unknown``: the rest (the stack is not installed here; no reference to compare
   with; a stack that failed on a model the reference could not run either (the model may be
-  invalid: an attribute or a shape the spec forbids); a worker killed or lost while it loaded the model, before any stack ran; a stack's
-  worker killed by SIGKILL from outside, which compstack's own limits never send (the
-  kernel's OOM killer when jobs beside it took the machine's memory); a model
-  whose own builder raised (stage ``build``); a native framework path's mismatch, where the reference ran compstack's ONNX
-  export of the program, so either may be wrong: ``compstack explain`` tells them
-  apart).
+  invalid: an attribute or a shape the spec forbids); a worker killed or lost while it
+  loaded the model, before any stack ran; a stack's worker killed by SIGKILL from outside,
+  which compstack's own limits never send (the kernel's OOM killer when jobs beside it took
+  the machine's memory); a model whose own builder raised (stage ``build``); a native
+  framework path's mismatch, where the reference ran compstack's ONNX export of the
+  program, so either may be wrong: ``compstack explain`` tells them apart).
 
 The deep version is ``compstack explain`` (attribution by re-running with passes off).
 """

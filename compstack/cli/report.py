@@ -20,7 +20,8 @@ __all__ = ["report"]
               help="The newest stored sweep: its dashboard as the page with -o, else one line naming it.")
 @click.option("--baseline", metavar="TARGET", default=None,
               help="With --sweep: the target speed-ups are against (default: the sweep's baseline, ort-cpu).")
-@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="The HTML file to write (required, but with --sweep: without it, one line names the sweep).")
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False),
+              help="The HTML file to write (required, but with --sweep: without it, one line names the sweep).")
 @db_option()
 def report(last: bool, run_id: str | None, sweep: bool, baseline: str | None, out: str | None,
            db: str | None) -> None:

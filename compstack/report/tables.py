@@ -184,8 +184,8 @@ def print_report(report: Report, console: Console | None = None, wide: bool = Fa
         return
     table = Table()
     for col, just in (("target", "left"), ("status", "left"), ("compile", "right"),
-                      ("median", "right"), ("speed-up", "right"), ("95% CI", "right"), ("p10", "right"), ("p90", "right"),
-                      ("cv", "right"), ("iqr/med", "right"), ("threads", "right"), ("peak MiB c/r", "right"),
+                      ("median", "right"), ("speed-up", "right"), ("95% CI", "right"), ("p10", "right"),
+                      ("p90", "right"), ("cv", "right"), ("iqr/med", "right"), ("threads", "right"), ("peak MiB c/r", "right"),
                       ("max abs err", "right"), ("max rel err", "right")):
         table.add_column(col, justify=just, no_wrap=col != "target", overflow="fold")  # type: ignore[arg-type]
     from compstack.report.compact import footnote_marks, status_cell

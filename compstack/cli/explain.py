@@ -33,8 +33,8 @@ def _feeds(source: Any, model: ModelFlags) -> dict[str, Any]:
 def _print(report: dict[str, Any]) -> None:
     from rich.table import Table
 
+    from compstack.core.duration import figure
     from compstack.core.sanitize import rich_text as escape  # model-sourced text: inert
-    from compstack.explain.bundle import figure
     from compstack.report.tables import stdout_console
 
     con = stdout_console(highlight=False)  # a pipe gets the whole table, not 80 columns

@@ -1,6 +1,7 @@
 """Durations written by users: ``90s``, ``10m``, ``1.5h`` or plain seconds (the forms of
 ``timeout(1)`` and of ``--time 4m`` in the fuzz and explain commands); and times shown to
-them, with the unit that suits the value (:func:`format_ms`, every table's latency)."""
+them, with the unit that suits the value (:func:`format_ms`, every table's latency); and any
+other figure shown, ``-`` where none was measured (:func:`figure`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 
 from compstack.core.errors import UserError
 
-__all__ = ["format_ms", "parse_duration"]
+__all__ = ["figure", "format_ms", "parse_duration"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
 
@@ -48,3 +49,9 @@ def _sig3(x: float) -> str:
     """Three significant figures without an exponent (``581``, ``58.1``, ``5.81``)."""
     ax = abs(x)
     return f"{x:.0f}" if ax >= 100 else f"{x:.1f}" if ax >= 10 else f"{x:.2f}"
+
+
+def figure(x: float | None, spec: str = ".3g") -> str:
+    """A figure in a table or report, formatted by ``spec``; ``-`` where none was measured
+    (None: absent, or non-finite in the JSON it came from, such as a shape verdict's errors)."""
+    return "-" if x is None else format(x, spec)

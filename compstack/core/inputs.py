@@ -381,14 +381,12 @@ def input_sets_for(source: Any, options: Any) -> tuple[list[dict[str, np.ndarray
     try:
         return input_sets(model_inputs, count, options.seed, first, ranges, options.shapes), origin
     except MemoryError:
-        sizes = []
-        for i in model_inputs:
-            dims = [d for d in (options.shapes or {}).get(i.name) or i.shape if isinstance(d, int)]
-            if len(dims) == len((options.shapes or {}).get(i.name) or i.shape):  # a static shape: its size is known
-                sizes.append((math.prod(dims) * np.dtype(i.dtype).itemsize, i.name, dims))
+        given = options.shapes or {}
+        shapes = {i.name: (list(given.get(i.name) or i.shape), i.dtype) for i in model_inputs}
+        sizes = [(math.prod(dims) * np.dtype(dtype).itemsize, name, dims) for name, (dims, dtype) in shapes.items()
+                 if all(isinstance(d, int) for d in dims)]  # a static shape: its size is known
         big = max(sizes, default=None)
-        where = (f": input {big[1]} {list(big[2])} alone is {big[0] / 2**30:,.1f} GiB"
-                 f"{' (its shape from --input-shape)' if big[1] in (options.shapes or {}) else ' (the model declares that shape)'}"
-                 if big else "")
+        origin = " (its shape from --input-shape)" if big and big[1] in given else " (the model declares that shape)"
+        where = f": input {big[1]} {big[2]} alone is {big[0] / 2**30:,.1f} GiB{origin}" if big else ""
         raise UserError(f"the model's inputs do not fit in memory{where}; give smaller shapes with --input-shape "
                         "or arrays with --inputs") from None

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from compstack.analysis.verdict import shown_status
+from compstack.core.duration import figure
 from compstack.core.duration import format_ms as duration
 from compstack.core.results import Report, Result
 
@@ -102,7 +103,7 @@ def print_compact(report: Report, notes: Mapping[str, Sequence[str]], labels: Ma
     for r in report.results:
         lat = r.latency_ms or {}
         rows.append((labels[r.target], status_cell(shown_status(r.status, r.outputs), styles),
-                     _err(max_abs_err(r)), duration(lat.get("median")), ratio(ups.get(r.target)),
+                     figure(max_abs_err(r), ".2e"), duration(lat.get("median")), ratio(ups.get(r.target)),
                      marks.get(r.target, "")))
     table = Table()
     table.add_column("target", overflow="fold", min_width=8)
@@ -125,7 +126,3 @@ def status_cell(status: str, styles: Mapping[str, str]) -> str:
     """``status`` as rich markup in its style; a status without one (a new verdict) plain."""
     style = styles.get(status)
     return f"[{style}]{escape(status)}[/]" if style else escape(status)
-
-
-def _err(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2e}"

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from compstack.analysis.verdict import shown_status
+from compstack.core.duration import figure
 from compstack.core.results import Report, Result
 from compstack.core.sanitize import MAX_SHOWN, terminal, terminal_lines  # model-sourced text: inert (core.sanitize)
 from compstack.core.sanitize import rich_text as escape
@@ -150,10 +151,6 @@ def _console(highlight: bool = True) -> Console:
 stdout_console = _console
 
 
-def _fmt(x: float | None, spec: str = ".3g") -> str:
-    return "-" if x is None else format(x, spec)
-
-
 def print_report(report: Report, console: Console | None = None, wide: bool = False) -> None:
     """The comparison table: one row per target.
 
@@ -199,10 +196,10 @@ def print_report(report: Report, console: Console | None = None, wide: bool = Fa
                       duration(None if r.compile_s is None else r.compile_s * 1e3), duration(lat.get("median")),
                       ratio(ups.get(r.target)),
                       _ci(lat), duration(lat.get("p10")), duration(lat.get("p90")),
-                      _fmt(lat["cv"] * 100, ".1f") + "%" if lat else "-",
-                      _fmt(lat["iqr_rel"] * 100, ".1f") + "%" if lat.get("iqr_rel") is not None else "-",
-                      _threads(r.flags.get("threads")), _peak(r), _fmt(max_abs_err(r), ".2e"),
-                      _fmt(max_abs_err(r, "max_rel_err"), ".2e"),
+                      figure(lat["cv"] * 100, ".1f") + "%" if lat else "-",
+                      figure(lat["iqr_rel"] * 100, ".1f") + "%" if lat.get("iqr_rel") is not None else "-",
+                      _threads(r.flags.get("threads")), _peak(r), figure(max_abs_err(r), ".2e"),
+                      figure(max_abs_err(r, "max_rel_err"), ".2e"),
                       marks.get(r.target, ""))
     _print_unsqueezed(console, table)
     for i, text in enumerate(texts, 1):
@@ -265,7 +262,7 @@ def _peak(r: Result) -> str:
     """Peak RSS of compile / run, MiB (``-`` where not measured)."""
     if r.peak_rss_compile_mb is None and r.peak_rss_run_mb is None:
         return "-"
-    return f"{_fmt(r.peak_rss_compile_mb, '.0f')}/{_fmt(r.peak_rss_run_mb, '.0f')}"
+    return f"{figure(r.peak_rss_compile_mb, '.0f')}/{figure(r.peak_rss_run_mb, '.0f')}"
 
 
 def _form_word(flags: dict[str, Any]) -> str:
@@ -308,8 +305,8 @@ def print_outputs(report: Report, console: Console | None = None) -> None:
         a = np.asarray(arr)
         num = a.size and np.issubdtype(a.dtype, np.number)
         table.add_row(escape(key), str(a.dtype), str(list(a.shape)),
-                      _fmt(float(a.min())) if num else "-", _fmt(float(a.max())) if num else "-",
-                      _fmt(float(a.mean())) if num else "-")
+                      figure(float(a.min())) if num else "-", figure(float(a.max())) if num else "-",
+                      figure(float(a.mean())) if num else "-")
     console.print(table)
 
 
